@@ -1,0 +1,1 @@
+"""Short real training runs through Ray, fitted into the simulator's step-time models."""

@@ -1,0 +1,1 @@
+"""Real runs: torch models, Ray Tune PBT runs, event recording."""

@@ -1,0 +1,160 @@
+"""Cluster description (nodes, device types, network) and the workers carved from it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator, Literal
+
+from sim.errors import ConfigError
+from sim.schema import from_mapping
+from sim.tomlfile import read_toml
+
+
+@dataclass(frozen=True)
+class DeviceType:
+    """One kind of device.
+
+    Args:
+        kind: "gpu" (a worker holds whole GPUs) or "cpu" (a worker holds cores).
+        price_per_hour: cost of one device (one GPU, or one CPU core) for one hour, in dollars.
+        accelerator_type: Ray's accelerator_type label for GPUs (e.g. "V100"); "" for none.
+        emulated_slowdown: for device types emulated on one machine, the factor by which
+            real runs are slowed down on purpose (1.0 = not emulated).
+    """
+
+    kind: Literal["gpu", "cpu"]
+    price_per_hour: float = 0.0
+    accelerator_type: str = ""
+    emulated_slowdown: float = 1.0
+
+    def check(self) -> Iterator[tuple[str, str]]:
+        if self.price_per_hour < 0:
+            yield "price_per_hour", f"must be >= 0, got {self.price_per_hour}"
+        if self.emulated_slowdown < 1.0:
+            yield "emulated_slowdown", f"must be >= 1, got {self.emulated_slowdown}"
+
+
+@dataclass(frozen=True)
+class NodeGroup:
+    """``count`` identical nodes.
+
+    Args:
+        name: node name prefix; nodes are named name-0, name-1, ... when count > 1.
+        device: device type key in [devices].
+        count: number of identical nodes.
+        cpus: CPU cores per node.
+        gpus: GPUs per node (0 for CPU nodes).
+        worker_cpus: cores per worker when a CPU node is carved by default; 0 = whole node.
+    """
+
+    name: str
+    device: str
+    count: int = 1
+    cpus: int = 1
+    gpus: int = 0
+    worker_cpus: int = 0
+
+    def check(self) -> Iterator[tuple[str, str]]:
+        if self.count < 1:
+            yield "count", f"must be >= 1, got {self.count}"
+        if self.cpus < 1:
+            yield "cpus", f"must be >= 1, got {self.cpus}"
+        if self.gpus < 0:
+            yield "gpus", f"must be >= 0, got {self.gpus}"
+        if self.worker_cpus < 0 or self.worker_cpus > self.cpus:
+            yield "worker_cpus", f"must be in [0, cpus={self.cpus}], got {self.worker_cpus}"
+
+
+@dataclass(frozen=True)
+class ClusterInfo:
+    """Cluster-wide settings.
+
+    Args:
+        name: cluster name.
+        network_gbps: bandwidth between nodes for checkpoint copies, in Gbit/s.
+    """
+
+    name: str
+    network_gbps: float = 10.0
+
+    def check(self) -> Iterator[tuple[str, str]]:
+        if self.network_gbps <= 0:
+            yield "network_gbps", f"must be > 0, got {self.network_gbps}"
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    """A cluster file: [cluster], [devices.<type>], [[nodes]]."""
+
+    cluster: ClusterInfo
+    devices: dict[str, DeviceType]
+    nodes: tuple[NodeGroup, ...]
+    description: str = ""
+
+    def check(self) -> Iterator[tuple[str, str]]:
+        if not self.nodes:
+            yield "nodes", "must list at least one node"
+        seen: set[str] = set()
+        for i, n in enumerate(self.nodes):
+            if n.device not in self.devices:
+                yield f"nodes[{i}].device", f"unknown device type {n.device!r} (declared: {', '.join(sorted(self.devices))})"
+            elif self.devices[n.device].kind == "gpu" and n.gpus < 1:
+                yield f"nodes[{i}].gpus", f"a node of GPU type {n.device!r} needs gpus >= 1"
+            if n.name in seen:
+                yield f"nodes[{i}].name", f"duplicate node name {n.name!r}"
+            seen.add(n.name)
+
+    def node_names(self) -> list[tuple[str, NodeGroup]]:
+        """Expand node groups into (node name, group) pairs, in file order."""
+        out = []
+        for g in self.nodes:
+            for i in range(g.count):
+                out.append((g.name if g.count == 1 else f"{g.name}-{i}", g))
+        return out
+
+    def device_kind(self, device: str) -> str:
+        return self.devices[device].kind
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    """A worker: a slice of one node that runs one trial at a time.
+
+    Args:
+        node: node name.
+        device: device type.
+        devices: number of devices it holds (GPUs for GPU types, cores for CPU types).
+    """
+
+    node: str
+    device: str
+    devices: int
+
+
+def default_workers(cluster: ClusterConfig) -> list[WorkerSpec]:
+    """One worker per GPU; CPU nodes cut into workers of ``worker_cpus`` cores (whole node if 0)."""
+    out: list[WorkerSpec] = []
+    for name, g in cluster.node_names():
+        if cluster.device_kind(g.device) == "gpu":
+            out.extend(WorkerSpec(name, g.device, 1) for _ in range(g.gpus))
+        else:
+            size = g.worker_cpus or g.cpus
+            out.extend(WorkerSpec(name, g.device, size) for _ in range(g.cpus // size))
+    return out
+
+
+def load_cluster(path: str | Path) -> ClusterConfig:
+    """Load and validate a cluster TOML file.
+
+    Args:
+        path: the cluster file.
+    """
+    data = read_toml(path)
+    return from_mapping(ClusterConfig, data, str(path))
+
+
+def require(cond: bool, where: str, key: str, message: str) -> None:
+    """Raise ConfigError unless ``cond``."""
+    if not cond:
+        raise ConfigError(where, key, message)

@@ -1,0 +1,194 @@
+"""Experiment configuration: what is tuned, on which cluster, with which PBT settings."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Literal
+
+from sim.surrogate import SurrogateParams
+
+
+@dataclass(frozen=True)
+class Mutation:
+    """How PBT samples and explores one hyperparameter.
+
+    Args:
+        kind: "uniform" or "loguniform" over [low, high], or "choice" among ``values``.
+        low: lower bound (continuous kinds).
+        high: upper bound (continuous kinds).
+        values: ordered choices (kind "choice"); explore moves to a neighbour.
+        clip: keep perturbed values inside [low, high] (HRFS does; Ray Tune does not).
+    """
+
+    kind: Literal["uniform", "loguniform", "choice"]
+    low: float = 0.0
+    high: float = 0.0
+    values: tuple[float, ...] = ()
+    clip: bool = False
+
+    def check(self) -> Iterator[tuple[str, str]]:
+        if self.kind == "choice":
+            if not self.values:
+                yield "values", "a choice mutation needs a non-empty values list"
+        else:
+            if not self.low < self.high:
+                yield "high", f"must be > low ({self.low}), got {self.high}"
+            if self.kind == "loguniform" and self.low <= 0:
+                yield "low", f"must be > 0 for loguniform, got {self.low}"
+
+
+@dataclass(frozen=True)
+class PBTConfig:
+    """Population-Based Training settings, named as in Ray Tune.
+
+    Args:
+        metric: reported metric PBT ranks by.
+        mode: "max" or "min".
+        perturbation_interval: iterations between perturbation points.
+        burn_in: iterations before the first perturbation may happen.
+        quantile_fraction: fraction of trials in the top and bottom quantile, in (0, 0.5].
+        resample_probability: probability that explore resamples instead of perturbing.
+        perturbation_factors: multipliers explore picks from for continuous values.
+        synch: synchronous PBT (all trials reach a perturbation point before any exploit).
+        mutations: per hyperparameter, how it is sampled and explored.
+    """
+
+    mutations: dict[str, Mutation]
+    metric: str = "accuracy"
+    mode: Literal["max", "min"] = "max"
+    perturbation_interval: int = 50
+    burn_in: int = 0
+    quantile_fraction: float = 0.25
+    resample_probability: float = 0.25
+    perturbation_factors: tuple[float, ...] = (1.2, 0.8)
+    synch: bool = False
+
+    def check(self) -> Iterator[tuple[str, str]]:
+        if self.perturbation_interval < 1:
+            yield "perturbation_interval", f"must be >= 1, got {self.perturbation_interval}"
+        if self.burn_in < 0:
+            yield "burn_in", f"must be >= 0, got {self.burn_in}"
+        if not 0 < self.quantile_fraction <= 0.5:
+            yield "quantile_fraction", f"must be in (0, 0.5], got {self.quantile_fraction}"
+        if not 0 <= self.resample_probability <= 1:
+            yield "resample_probability", f"must be in [0, 1], got {self.resample_probability}"
+        if not self.perturbation_factors or any(f <= 0 for f in self.perturbation_factors):
+            yield "perturbation_factors", "must be a non-empty list of positive numbers"
+        if not self.mutations:
+            yield "mutations", "must name at least one hyperparameter"
+        if self.metric != "accuracy":
+            yield "metric", f"only 'accuracy' is reported by trials, got {self.metric!r}"
+
+
+@dataclass(frozen=True)
+class PathRef:
+    """A reference to another config file.
+
+    Args:
+        path: relative to the experiment file, or absolute.
+    """
+
+    path: str
+
+
+@dataclass(frozen=True)
+class StrategyChoice:
+    """Which strategy ``simulate`` uses when --strategy is not given.
+
+    Args:
+        name: a registered strategy name.
+    """
+
+    name: str = "tune-default"
+
+
+@dataclass(frozen=True)
+class ExperimentInfo:
+    """What is trained and when a trial stops.
+
+    Args:
+        name: experiment name.
+        model: model name, a key of the calibration file's [models].
+        dataset: "cifar10" or "cifar100".
+        population: number of PBT trials.
+        batch_size: samples per iteration (one iteration = one mini-batch).
+        stop_iterations: a trial stops after this many iterations.
+        target_accuracy: a trial stops once it reaches this accuracy; time to target
+            is when the first trial reaches it.
+        checkpoint_interval: iterations between checkpoints.
+        max_failures: trial restarts allowed after a failure (real runs).
+        seed: default seed.
+    """
+
+    name: str
+    model: str
+    dataset: Literal["cifar10", "cifar100"]
+    population: int = 20
+    batch_size: int = 512
+    stop_iterations: int = 1000
+    target_accuracy: float = 0.8
+    checkpoint_interval: int = 50
+    max_failures: int = 3
+    seed: int = 0
+
+    def check(self) -> Iterator[tuple[str, str]]:
+        if self.population < 1:
+            yield "population", f"must be >= 1, got {self.population}"
+        if self.batch_size < 1:
+            yield "batch_size", f"must be >= 1, got {self.batch_size}"
+        if self.stop_iterations < 1:
+            yield "stop_iterations", f"must be >= 1, got {self.stop_iterations}"
+        if not 0 < self.target_accuracy <= 1:
+            yield "target_accuracy", f"must be in (0, 1], got {self.target_accuracy}"
+        if self.checkpoint_interval < 1:
+            yield "checkpoint_interval", f"must be >= 1, got {self.checkpoint_interval}"
+        if self.max_failures < 0:
+            yield "max_failures", f"must be >= 0, got {self.max_failures}"
+
+    @property
+    def num_classes(self) -> int:
+        return 100 if self.dataset == "cifar100" else 10
+
+
+@dataclass(frozen=True)
+class ExperimentConfig:
+    """An experiment file, validated.
+
+    Args:
+        experiment: what is trained.
+        cluster: the cluster file.
+        calibration: the calibration file.
+        pbt: PBT settings.
+        surrogate: learning-curve surrogate parameters.
+        strategy: default strategy.
+        strategies: per-strategy parameter tables, validated by each strategy.
+    """
+
+    experiment: ExperimentInfo
+    cluster: PathRef
+    calibration: PathRef
+    pbt: PBTConfig
+    surrogate: SurrogateParams = field(default_factory=SurrogateParams)
+    strategy: StrategyChoice = field(default_factory=StrategyChoice)
+    strategies: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def check(self) -> Iterator[tuple[str, str]]:
+        if self.pbt.perturbation_interval % self.experiment.checkpoint_interval != 0:
+            # A perturbation needs a fresh checkpoint to clone, as in Ray Tune.
+            yield "pbt.perturbation_interval", (
+                f"must be a multiple of experiment.checkpoint_interval ({self.experiment.checkpoint_interval}), "
+                f"got {self.pbt.perturbation_interval}")
+
+
+def quantile_count(n: int, fraction: float) -> int:
+    """Trials in each of the top and bottom quantiles, as Ray Tune computes it.
+
+    Args:
+        n: number of ranked trials.
+        fraction: quantile fraction.
+    """
+    if n <= 1:
+        return 0
+    k = int(math.ceil(n * fraction))
+    return min(k, n // 2)

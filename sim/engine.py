@@ -1,0 +1,412 @@
+"""The SimPy engine: workers run chunks of PBT trials as the strategy decides.
+
+Timing charged per chunk (seconds, from the calibration of the worker's device type):
+
+- first start of a trial: ``start_overhead_s``;
+- resume on a worker that does not hold the trial in memory:
+  ``start_overhead_s + copy_s + load_s``, where ``copy_s = checkpoint_mb * 8 / 1000 / network_gbps``
+  when the checkpoint lies on another node, else 0;
+- compute: ``iterations * step_time_s + eval_s`` (one evaluation per chunk);
+- checkpoint save at the end of every chunk: ``save_s`` (chunks end at checkpoint
+  boundaries, or earlier when a strategy asks for fewer iterations, and a trial
+  may change worker after any chunk, so its state is always saved);
+- exploit: ``copy_s + load_s`` of the donor's checkpoint.
+
+A trial keeps its own iteration counter (its budget of ``stop_iterations``);
+exploit copies the donor's model state (effective progress) and configuration.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+import simpy
+
+from sim import pbt as pbt_math
+from sim import surrogate
+from sim.cluster import WorkerSpec
+from sim.events import make_event
+from sim.loader import RunInputs
+from sim.ranking import Ranking
+from sim.runnable import RunnableIndex
+from sim.strategies import create
+from sim.strategies.base import Idle, Retire, Run, Strategy
+from sim.throughput import DeviceModel
+
+
+class SimulationError(RuntimeError):
+    """The run could not complete (e.g. a strategy left trials unfinished)."""
+
+
+@dataclass
+class Checkpoint:
+    """A saved trial state: where it lies and what it holds."""
+
+    iteration: int
+    progress: float
+    config: dict[str, float]
+    node: str
+
+
+@dataclass(eq=False)
+class Trial:
+    """One PBT trial's state inside the engine."""
+
+    id: int
+    config: dict[str, float]
+    rng: np.random.Generator
+    iteration: int = 0
+    progress: float = 0.0
+    accuracy: float | None = None
+    status: str = "pending"  # pending | running | paused | waiting | stopped
+    started: bool = False
+    resident: "Worker | None" = None
+    ckpt: Checkpoint | None = None
+    last_perturbation: int = 0
+    version: int = 0
+
+
+@dataclass(eq=False)
+class Worker:
+    """A worker inside the engine."""
+
+    id: int
+    node: str
+    device: str
+    devices: int
+    kind: str
+    model: DeviceModel
+    step_time_s: float
+    resident: Trial | None = None
+    retired: bool = False
+
+
+@dataclass
+class SimResult:
+    """Events of a run and the trials' final states."""
+
+    events: list[dict[str, Any]]
+    trials: list[Trial]
+    workers: list[Worker]
+
+
+class _View:
+    """The read-only SimView handed to strategies."""
+
+    def __init__(self, sim: "Simulation") -> None:
+        self._sim = sim
+
+    @property
+    def now(self) -> float:
+        return self._sim.env.now
+
+    @property
+    def workers(self) -> list[Worker]:
+        return self._sim.workers
+
+    @property
+    def trials(self) -> list[Trial]:
+        return self._sim.trials
+
+    @property
+    def stop_iterations(self) -> int:
+        return self._sim.stop_iterations
+
+    @property
+    def interval(self) -> int:
+        return self._sim.pbt.perturbation_interval
+
+    @property
+    def target_reached(self) -> bool:
+        return self._sim.time_to_target is not None
+
+    @property
+    def remaining_iterations(self) -> int:
+        return self._sim.remaining
+
+    @property
+    def runnable_count(self) -> int:
+        return len(self._sim.runnable)
+
+    @property
+    def unfinished_count(self) -> int:
+        return self._sim.unfinished
+
+    def peek(self, ordering: str, skip: set[int] | None = None) -> Trial | None:
+        return self._sim.runnable.peek(ordering, skip)  # type: ignore[return-value]
+
+    def rank_position(self, trial_id: int) -> int:
+        return self._sim.ranking.position(trial_id)
+
+    def ranked_count(self) -> int:
+        return len(self._sim.ranking)
+
+    def fastest_step_time_s(self) -> float:
+        return self._sim.fastest_step
+
+
+class Simulation:
+    """One simulated PBT run of an experiment under one strategy.
+
+    Args:
+        inputs: experiment, cluster and calibration.
+        strategy: registered strategy name.
+        seed: seed of every random stream of the run.
+        population_source: optional callable giving initial configs (replay); default samples.
+    """
+
+    def __init__(self, inputs: RunInputs, strategy: str, seed: int) -> None:
+        exp = inputs.experiment
+        self.inputs = inputs
+        self.info = exp.experiment
+        self.pbt = exp.pbt
+        self.params = exp.surrogate
+        self.stop_iterations = self.info.stop_iterations
+        self.strategy: Strategy = create(strategy, inputs.strategy_params(strategy))
+        self.env = simpy.Environment()
+        self.events: list[dict[str, Any]] = []
+        self.seed = seed
+        # One SeedSequence: a child per trial (initial config + evaluation noise) and one for
+        # PBT decisions, so every strategy sees the same population for the same seed.
+        root = np.random.SeedSequence(seed)
+        trial_seqs = root.spawn(self.info.population)
+        self.pbt_rng = np.random.default_rng(root.spawn(1)[0])
+        self.trials: list[Trial] = []
+        for i, ss in enumerate(trial_seqs):
+            rng = np.random.default_rng(ss)
+            self.trials.append(Trial(i, pbt_math.sample_config(self.pbt.mutations, rng), rng))
+        self.runnable = RunnableIndex()
+        for t in self.trials:
+            self.runnable.add(t)
+        self.ranking = Ranking(self.pbt.mode)
+        self.workers = self._make_workers()
+        if not self.workers:
+            raise SimulationError(f"strategy {strategy!r} carved no workers from cluster {inputs.cluster.cluster.name!r}")
+        self.fastest_step = min(w.step_time_s for w in self.workers)
+        self.copy_bandwidth_mb_s = inputs.cluster.cluster.network_gbps * 1000.0 / 8.0
+        self.view = _View(self)
+        self.remaining = self.info.population * self.stop_iterations
+        self.unfinished = self.info.population
+        self.time_to_target: float | None = None
+        self._wake = self.env.event()
+        self._barrier: set[int] = set()
+
+    # ----------------------------------------------------------------- set-up
+    def _make_workers(self) -> list[Worker]:
+        cluster = self.inputs.cluster
+        kinds = {name: d.kind for name, d in cluster.devices.items()}
+        where = self.inputs.experiment.calibration.path
+
+        def step_time_s(device: str, devices: int) -> float:
+            dm = self.inputs.calibration.device_model(self.info.model, device, where)
+            return dm.step_time_s(self.info.batch_size, devices, kinds[device])
+
+        specs: list[WorkerSpec] = self.strategy.workers(cluster, step_time_s)
+        out = []
+        for i, s in enumerate(specs):
+            dm = self.inputs.calibration.device_model(self.info.model, s.device, where)
+            out.append(Worker(i, s.node, s.device, s.devices, kinds[s.device], dm, step_time_s(s.device, s.devices)))
+        return out
+
+    def _emit(self, kind: str, trial: Trial | None = None, worker: Worker | None = None, **extra: Any) -> None:
+        self.events.append(make_event(
+            self.env.now, kind,
+            trial=None if trial is None else trial.id,
+            iteration=None if trial is None else trial.iteration,
+            accuracy=None if trial is None else trial.accuracy,
+            worker=None if worker is None else worker.id,
+            node=None if worker is None else worker.node,
+            device=None if worker is None else worker.device, **extra))
+
+    def _notify(self) -> None:
+        if not self._wake.triggered:
+            self._wake.succeed()
+        self._wake = self.env.event()
+
+    def _copy_s(self, model: DeviceModel, src_node: str, dst_node: str) -> float:
+        return 0.0 if src_node == dst_node else model.checkpoint_mb / self.copy_bandwidth_mb_s
+
+    def _make_runnable(self, t: Trial) -> None:
+        t.status = "paused" if t.started else "pending"
+        self.runnable.add(t)
+
+    def _take(self, t: Trial) -> None:
+        self.runnable.discard(t)
+        t.version += 1
+
+    # ----------------------------------------------------------------- run
+    def run(self) -> SimResult:
+        """Run to completion and return the event log."""
+        for w in self.workers:
+            self._emit("worker_added", worker=w, devices=w.devices)
+        for w in self.workers:
+            self.env.process(self._worker_loop(w))
+        self.env.run()
+        if self.unfinished:
+            raise SimulationError(
+                f"strategy {self.strategy.name!r} stalled at t={self.env.now:.1f}s with "
+                f"{self.unfinished} trial(s) unfinished")
+        for w in self.workers:
+            if not w.retired:
+                self._emit("worker_removed", worker=w, devices=w.devices)
+        return SimResult(self.events, self.trials, self.workers)
+
+    def _worker_loop(self, w: Worker):
+        while self.unfinished:
+            decision = self.strategy.assign(w, self.view)
+            if isinstance(decision, Retire):
+                w.retired = True
+                if w.resident is not None:
+                    w.resident.resident = None
+                    w.resident = None
+                self._emit("worker_removed", worker=w, devices=w.devices)
+                return
+            if isinstance(decision, Idle):
+                yield self._wake
+                continue
+            assert isinstance(decision, Run)
+            t = self.trials[decision.trial]
+            if t.id not in self.runnable:
+                raise SimulationError(f"strategy {self.strategy.name!r} chose trial {t.id} which is {t.status}")
+            yield from self._run_chunk(w, t, max(1, decision.iterations))
+
+    def _run_chunk(self, w: Worker, t: Trial, wanted: int):
+        self._take(t)
+        t.status = "running"
+        dm = w.model
+        # Switching: the trial this worker held is paused (its state is checkpointed).
+        if w.resident is not None and w.resident is not t:
+            old = w.resident
+            old.resident = None
+            w.resident = None
+            self._emit("pause", old, w)
+        if t.resident is not w:
+            if t.resident is not None:  # held in memory by another, idle worker: release it
+                t.resident.resident = None
+            if not t.started:
+                yield self.env.timeout(dm.start_overhead_s)
+                t.started = True
+                self._emit("trial_start", t, w, config=dict(t.config), duration_s=dm.start_overhead_s)
+            else:
+                assert t.ckpt is not None
+                copy_s = self._copy_s(dm, t.ckpt.node, w.node)
+                dur = dm.start_overhead_s + copy_s + dm.load_s
+                yield self.env.timeout(dur)
+                self._emit("resume", t, w, duration_s=dur, load_s=dm.load_s, copy_s=copy_s)
+            t.resident = w
+            w.resident = t
+        # Compute: stop at the next checkpoint boundary and at the iteration limit.
+        ci = self.info.checkpoint_interval
+        to_boundary = ci - (t.iteration % ci)
+        k = min(wanted, to_boundary, self.stop_iterations - t.iteration)
+        dur = k * w.step_time_s + dm.eval_s
+        yield self.env.timeout(dur)
+        t.progress = surrogate.advance(self.params, t.progress, t.config, k)
+        t.iteration += k
+        self.remaining -= k
+        t.accuracy = surrogate.observe(self.params, t.progress, t.rng)
+        self._emit("chunk", t, w, iterations=k, duration_s=dur)
+        self.strategy.on_chunk(w, t, k, dur, self.view)
+        reached = t.accuracy >= self.info.target_accuracy
+        if reached and self.time_to_target is None:
+            self.time_to_target = self.env.now
+        if reached or t.iteration >= self.stop_iterations:
+            self._stop(t, w, "target_accuracy" if reached else "stop_iterations")
+            return
+        self.ranking.update(t.id, t.accuracy)
+        yield self.env.timeout(dm.save_s)
+        t.ckpt = Checkpoint(t.iteration, t.progress, dict(t.config), w.node)
+        self._emit("checkpoint", t, w, duration_s=dm.save_s)
+        if self._at_perturbation_point(t):
+            t.last_perturbation = t.iteration
+            if self.pbt.synch:
+                t.status = "waiting"
+                self._barrier.add(t.id)
+                self._maybe_release_barrier()
+                return
+            if self.ranking.in_bottom(t.id, self.pbt.quantile_fraction):
+                yield from self._exploit(t, w)
+        self._make_runnable(t)
+        self._notify()
+
+    def _at_perturbation_point(self, t: Trial) -> bool:
+        return (t.iteration % self.pbt.perturbation_interval == 0
+                and t.iteration >= self.pbt.burn_in
+                and t.iteration - t.last_perturbation >= self.pbt.perturbation_interval)
+
+    def _donor(self, t: Trial) -> Trial | None:
+        top = [d for d in self.ranking.top(self.pbt.quantile_fraction) if d != t.id and self.trials[d].ckpt is not None]
+        if not top:
+            return None  # no checkpoint to clone: exploiting would restart from scratch
+        return self.trials[pbt_math.choose_donor(top, self.pbt_rng)]
+
+    def _exploit(self, t: Trial, w: Worker):
+        donor = self._donor(t)
+        if donor is None:
+            return
+        assert donor.ckpt is not None
+        dm = w.model
+        copy_s = self._copy_s(dm, donor.ckpt.node, w.node)
+        dur = copy_s + dm.load_s
+        yield self.env.timeout(dur)
+        self._apply_exploit(t, donor, w, dur, copy_s)
+        t.ckpt = Checkpoint(t.iteration, t.progress, dict(t.config), w.node)
+
+    def _apply_exploit(self, t: Trial, donor: Trial, w: Worker | None, dur: float, copy_s: float) -> None:
+        assert donor.ckpt is not None
+        load_s = w.model.load_s if w is not None else 0.0
+        old = dict(t.config)
+        self._emit("exploit", t, w, donor=donor.id, donor_iteration=donor.ckpt.iteration,
+                   duration_s=dur, load_s=load_s, copy_s=copy_s)
+        t.progress = donor.ckpt.progress
+        new, ops = pbt_math.explore(donor.ckpt.config, self.pbt, self.pbt_rng)
+        t.config = new
+        self._emit("explore", t, w, old_config=old, new_config=dict(new), operations=ops)
+
+    def _maybe_release_barrier(self) -> None:
+        """Synch PBT: once every unfinished trial waits at the point, exploit all at once."""
+        if len(self._barrier) < self.unfinished:
+            return
+        bottom_k = self.ranking.quantile_size(self.pbt.quantile_fraction)
+        waiting = [self.trials[i] for i in sorted(self._barrier)]
+        self._barrier.clear()
+        bottom = [t for t in waiting if 0 <= self.ranking.position(t.id) < bottom_k]
+        for t in bottom:
+            donor = self._donor(t)
+            if donor is None:
+                continue
+            assert donor.ckpt is not None
+            # The copy and load are paid at the trial's next resume (it now lives in the donor's checkpoint).
+            if t.resident is not None:
+                t.resident.resident = None
+                t.resident = None
+            self._apply_exploit(t, donor, None, 0.0, 0.0)
+            t.ckpt = Checkpoint(t.iteration, t.progress, dict(t.config), donor.ckpt.node)
+        for t in waiting:
+            self._make_runnable(t)
+        self._notify()
+
+    def _stop(self, t: Trial, w: Worker, reason: str) -> None:
+        t.status = "stopped"
+        self.remaining -= self.stop_iterations - t.iteration
+        self.unfinished -= 1
+        self.ranking.remove(t.id)
+        t.resident = None
+        w.resident = None
+        self._emit("stop", t, w, reason=reason)
+        if self.pbt.synch and self._barrier:
+            self._maybe_release_barrier()
+        self._notify()
+
+
+def simulate(inputs: RunInputs, strategy: str, seed: int) -> SimResult:
+    """Simulate one run.
+
+    Args:
+        inputs: experiment, cluster and calibration.
+        strategy: registered strategy name.
+        seed: the run's seed.
+    """
+    return Simulation(inputs, strategy, seed).run()

@@ -1,0 +1,24 @@
+"""The one error type users see for bad input."""
+
+from __future__ import annotations
+
+
+class ConfigError(Exception):
+    """Bad input: names the file, the dotted key (when there is one) and what is wrong.
+
+    Args:
+        where: the file (or other input) at fault.
+        key: dotted key inside it, or "" when the whole input is at fault.
+        message: what is wrong, in one line.
+    """
+
+    def __init__(self, where: str, key: str, message: str) -> None:
+        self.where = str(where)
+        self.key = key
+        self.message = message
+        super().__init__(self.line())
+
+    def line(self) -> str:
+        """Return the single line shown to the user."""
+        parts = [self.where] + ([self.key] if self.key else []) + [self.message]
+        return ": ".join(parts)

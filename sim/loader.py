@@ -1,0 +1,78 @@
+"""Load an experiment with its cluster and calibration into one validated bundle."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sim import strategies
+from sim.cluster import ClusterConfig, load_cluster
+from sim.config import ExperimentConfig
+from sim.errors import ConfigError
+from sim.schema import from_mapping, to_mapping
+from sim.throughput import CalibrationConfig, load_calibration
+from sim.tomlfile import apply_overrides, read_toml
+
+
+@dataclass(frozen=True)
+class RunInputs:
+    """Everything a run needs, validated.
+
+    Args:
+        experiment: the experiment config (paths made absolute).
+        cluster: the cluster it names.
+        calibration: the calibration it names.
+        source: the experiment file.
+    """
+
+    experiment: ExperimentConfig
+    cluster: ClusterConfig
+    calibration: CalibrationConfig
+    source: str
+
+    def strategy_params(self, name: str) -> Any:
+        """Validated parameters of strategy ``name`` from [strategies.<name>]."""
+        return strategies.parse_params(name, self.experiment.strategies.get(name), self.source)
+
+    def resolved(self) -> dict[str, Any]:
+        """The fully resolved experiment as TOML-ready data."""
+        return to_mapping(self.experiment)
+
+
+def _resolve(path: str, base: Path) -> str:
+    p = Path(path).expanduser()
+    return str(p if p.is_absolute() else (base / p).resolve())
+
+
+def load_inputs(path: str | Path, overrides: list[str] | None = None) -> RunInputs:
+    """Load an experiment file, apply ``--set`` overrides, and load what it names.
+
+    Args:
+        path: the experiment TOML file.
+        overrides: ``dotted.key=value`` strings.
+    """
+    where = str(path)
+    raw = read_toml(path)
+    base = Path(path).resolve().parent
+    # Paths written in the file are relative to it; paths given with --set to the cwd.
+    for section in ("cluster", "calibration"):
+        sec = raw.get(section)
+        if isinstance(sec, dict) and isinstance(sec.get("path"), str):
+            sec["path"] = _resolve(sec["path"], base)
+    raw = apply_overrides(raw, overrides or [])
+    exp = from_mapping(ExperimentConfig, raw, where)
+    cluster = load_cluster(exp.cluster.path)
+    calibration = load_calibration(exp.calibration.path)
+    for name in exp.strategies:
+        strategies.parse_params(name, exp.strategies[name], where)
+    strategies.get_class(exp.strategy.name, f"{where}: strategy.name")
+    model = exp.experiment.model
+    for device in sorted({n.device for n in cluster.nodes}):
+        if model not in calibration.models:
+            raise ConfigError(exp.calibration.path, f"models.{model}",
+                              f"no calibration for model {model!r} named by {where}")
+        if device not in calibration.models[model]:
+            raise ConfigError(exp.calibration.path, f"models.{model}.{device}",
+                              f"no calibration for device type {device!r} of cluster {exp.cluster.path}")
+    return RunInputs(exp, cluster, calibration, where)

@@ -1,0 +1,148 @@
+"""Strict conversion of parsed TOML tables into frozen dataclasses.
+
+Every field is checked against its type hint; unknown keys, wrong types and
+missing required keys raise ConfigError naming the file and the dotted key.
+Value constraints live in each dataclass's ``check()`` method, which returns
+(key, message) pairs for impossible values.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from typing import Any, Literal, Mapping, TypeVar, get_args, get_origin, get_type_hints
+
+from sim.errors import ConfigError
+
+T = TypeVar("T")
+
+_MISSING = dataclasses.MISSING
+
+
+def _join(prefix: str, key: str | int) -> str:
+    if isinstance(key, int):
+        return f"{prefix}[{key}]"
+    return f"{prefix}.{key}" if prefix else key
+
+
+def _type_name(tp: Any) -> str:
+    origin = get_origin(tp)
+    if origin is Literal:
+        return "one of " + ", ".join(repr(a) for a in get_args(tp))
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(_type_name(a) for a in get_args(tp))
+    if origin is not None:
+        return getattr(origin, "__name__", str(origin))
+    if dataclasses.is_dataclass(tp):
+        return "a table"
+    return getattr(tp, "__name__", str(tp))
+
+
+def convert(tp: Any, value: Any, where: str, key: str) -> Any:
+    """Convert a parsed TOML value to type ``tp`` or raise ConfigError.
+
+    Args:
+        tp: the target type hint.
+        value: the parsed TOML value.
+        where: file name for messages.
+        key: dotted key of the value, for messages.
+    """
+    origin = get_origin(tp)
+    if tp is Any:
+        return value
+    if origin is Literal:
+        if value not in get_args(tp):
+            raise ConfigError(where, key, f"must be {_type_name(tp)}, got {value!r}")
+        return value
+    if origin in (typing.Union, types.UnionType):
+        args = get_args(tp)
+        if value is None and type(None) in args:
+            return None
+        errors = []
+        for arg in args:
+            if arg is type(None):
+                continue
+            try:
+                return convert(arg, value, where, key)
+            except ConfigError as exc:
+                errors.append(exc)
+        raise ConfigError(where, key, f"must be {_type_name(tp)}, got {value!r}")
+    if dataclasses.is_dataclass(tp):
+        if not isinstance(value, Mapping):
+            raise ConfigError(where, key, f"must be a table, got {value!r}")
+        return from_mapping(tp, value, where, key)
+    if origin in (tuple, list):
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(where, key, f"must be an array, got {value!r}")
+        args = get_args(tp)
+        item_tp = args[0] if args else Any
+        items = [convert(item_tp, v, where, _join(key, i)) for i, v in enumerate(value)]
+        return tuple(items) if origin is tuple else items
+    if origin is dict:
+        if not isinstance(value, Mapping):
+            raise ConfigError(where, key, f"must be a table, got {value!r}")
+        _, val_tp = get_args(tp)
+        return {str(k): convert(val_tp, v, where, _join(key, str(k))) for k, v in value.items()}
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(where, key, f"must be true or false, got {value!r}")
+        return value
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(where, key, f"must be an integer, got {value!r}")
+        return value
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(where, key, f"must be a number, got {value!r}")
+        return float(value)
+    if tp is str:
+        if not isinstance(value, str):
+            raise ConfigError(where, key, f"must be a string, got {value!r}")
+        return value
+    raise TypeError(f"schema type {tp!r} is not supported")  # programming error, not input
+
+
+def from_mapping(cls: type[T], data: Mapping[str, Any], where: str, prefix: str = "") -> T:
+    """Build dataclass ``cls`` from a TOML table, strictly.
+
+    Args:
+        cls: a dataclass type whose fields carry type hints.
+        data: the table.
+        where: file name for messages.
+        prefix: dotted key of the table inside the file.
+    """
+    hints = get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    for k in data:
+        if k not in fields:
+            allowed = ", ".join(sorted(fields))
+            raise ConfigError(where, _join(prefix, k), f"unknown key (allowed here: {allowed})")
+    kwargs: dict[str, Any] = {}
+    for name, f in fields.items():
+        if name in data:
+            kwargs[name] = convert(hints[name], data[name], where, _join(prefix, name))
+        elif f.default is _MISSING and f.default_factory is _MISSING:  # type: ignore[misc]
+            raise ConfigError(where, _join(prefix, name), "missing required key")
+    obj = cls(**kwargs)
+    check = getattr(obj, "check", None)
+    if check is not None:
+        for key, message in check():
+            raise ConfigError(where, _join(prefix, key), message)
+    return obj
+
+
+def to_mapping(obj: Any) -> Any:
+    """Turn a (nested) dataclass into plain TOML-ready data, dropping None values."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        out = {}
+        for f in dataclasses.fields(obj):
+            v = to_mapping(getattr(obj, f.name))
+            if v is not None:
+                out[f.name] = v
+        return out
+    if isinstance(obj, Mapping):
+        return {str(k): to_mapping(v) for k, v in obj.items() if v is not None}
+    if isinstance(obj, (list, tuple)):
+        return [to_mapping(v) for v in obj]
+    return obj

@@ -1,0 +1,50 @@
+"""Strategy registry: each strategy is one module that registers itself by name."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from sim.errors import ConfigError
+from sim.schema import from_mapping
+from sim.strategies.base import Strategy
+
+REGISTRY: dict[str, type[Strategy]] = {}
+
+
+def register(cls: type[Strategy]) -> type[Strategy]:
+    """Class decorator adding a strategy to the registry under ``cls.name``."""
+    if not cls.name or cls.name in REGISTRY:
+        raise ValueError(f"strategy name {cls.name!r} is empty or taken")
+    REGISTRY[cls.name] = cls
+    return cls
+
+
+def names() -> list[str]:
+    """Registered strategy names, sorted."""
+    return sorted(REGISTRY)
+
+
+def parse_params(name: str, table: Mapping[str, Any] | None, where: str) -> Any:
+    """Validate a strategy's parameter table against its Params dataclass."""
+    cls = get_class(name, where)
+    if cls.Params is None:
+        if table:
+            raise ConfigError(where, f"strategies.{name}", "this strategy takes no parameters")
+        return None
+    return from_mapping(cls.Params, table or {}, where, f"strategies.{name}")
+
+
+def get_class(name: str, where: str = "--strategy") -> type[Strategy]:
+    """Look up a strategy class or raise ConfigError listing the known names."""
+    if name not in REGISTRY:
+        raise ConfigError(where, "", f"unknown strategy {name!r} (known: {', '.join(names())})")
+    return REGISTRY[name]
+
+
+def create(name: str, params: Any) -> Strategy:
+    """A fresh strategy instance (strategies hold per-run state)."""
+    return get_class(name)(params)
+
+
+# Importing the modules registers them.
+from sim.strategies import hrfs, leader_fusion, rank_aware, throughput_proportional, tune_default  # noqa: E402,F401

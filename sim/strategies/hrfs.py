@@ -1,0 +1,104 @@
+"""``hrfs``: Heterogeneous Resource Fusion Scheduling, the original system's scheduler.
+
+Workers are carved per node from a RESOURCE_ALLOCATION-like table (CPUs per
+worker; a GPU node gives one worker per GPU). Every worker's first assignment
+is a half interval; its ability is ceil(its seconds per iteration / the
+fastest worker's), 1 = as fast as the fastest. Strong workers take the
+least-progressed trial from the queue for a full interval; weak workers
+(ability >= ``weak_ability``) take the most-progressed trial for a half
+interval, and are retired once any trial reaches the target accuracy or late
+in the run, when the strong workers alone would finish the remaining
+iterations before a weak worker finishes one half interval.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Iterator, Mapping
+
+from sim.cluster import ClusterConfig, WorkerSpec
+from sim.strategies import register
+from sim.strategies.base import IDLE, RETIRE, Decision, Run, SimView, StepTimeFn, Strategy, TrialView, WorkerView
+
+
+@dataclass(frozen=True)
+class HRFSParams:
+    """HRFS settings.
+
+    Args:
+        resource_allocation: node (or node group) name -> CPUs per worker on that node;
+            nodes not listed use their ``worker_cpus``.
+        weak_ability: ability at or above which a worker is weak.
+    """
+
+    resource_allocation: dict[str, int] = field(default_factory=dict)
+    weak_ability: int = 3
+
+    def check(self) -> Iterator[tuple[str, str]]:
+        for node, size in self.resource_allocation.items():
+            if size < 1:
+                yield f"resource_allocation.{node}", f"must be >= 1 CPU, got {size}"
+        if self.weak_ability < 2:
+            yield "weak_ability", f"must be >= 2, got {self.weak_ability}"
+
+
+def carve(cluster: ClusterConfig, allocation: Mapping[str, int]) -> list[WorkerSpec]:
+    """Workers per node: one per GPU, or floor(cpus / size) CPU workers of ``size`` cores.
+
+    Args:
+        cluster: the cluster.
+        allocation: node or group name -> cores per worker.
+    """
+    kinds = {name: d.kind for name, d in cluster.devices.items()}
+    out: list[WorkerSpec] = []
+    for name, g in cluster.node_names():
+        if kinds[g.device] == "gpu":
+            out.extend(WorkerSpec(name, g.device, 1) for _ in range(g.gpus))
+        else:
+            size = allocation.get(name, allocation.get(g.name, g.worker_cpus or g.cpus))
+            out.extend(WorkerSpec(name, g.device, min(size, g.cpus)) for _ in range(g.cpus // min(size, g.cpus)))
+    return out
+
+
+@register
+class HRFS(Strategy):
+    name = "hrfs"
+    summary = "HRFS: workers sized per node, ability from a first half interval, strong/weak roles"
+    Params = HRFSParams
+
+    def __init__(self, params: HRFSParams | None = None) -> None:
+        super().__init__(params or HRFSParams())
+        self._sec_per_iter: dict[int, float] = {}
+
+    def workers(self, cluster: ClusterConfig, step_time_s: StepTimeFn) -> list[WorkerSpec]:
+        return carve(cluster, self.params.resource_allocation)
+
+    def on_chunk(self, worker: WorkerView, trial: TrialView, iterations: int, seconds: float, view: SimView) -> None:
+        self._sec_per_iter.setdefault(worker.id, seconds / iterations)
+
+    def ability(self, worker_id: int) -> int:
+        """ceil(seconds per iteration / fastest measured); 1 until measured."""
+        mine = self._sec_per_iter.get(worker_id)
+        if mine is None:
+            return 1
+        return max(1, math.ceil(mine / min(self._sec_per_iter.values()) - 1e-9))
+
+    def _strong_rate(self, view: SimView) -> float:
+        """Iterations per second of the strong workers together."""
+        return sum(1.0 / w.step_time_s for w in view.workers
+                   if not w.retired and self.ability(w.id) < self.params.weak_ability)  # type: ignore[attr-defined]
+
+    def assign(self, worker: WorkerView, view: SimView) -> Decision:
+        half = max(1, view.interval // 2)
+        if worker.id not in self._sec_per_iter:
+            t = view.peek("least_progressed")
+            return IDLE if t is None else Run(t.id, half)
+        if self.ability(worker.id) >= self.params.weak_ability:
+            rate = self._strong_rate(view)
+            if view.target_reached or (rate > 0 and view.remaining_iterations / rate <= half * worker.step_time_s):
+                return RETIRE
+            t = view.peek("most_progressed")
+            return IDLE if t is None else Run(t.id, half)
+        t = view.peek("least_progressed")
+        return IDLE if t is None else Run(t.id, view.interval)

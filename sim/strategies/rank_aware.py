@@ -1,0 +1,36 @@
+"""``rank-aware``: the best-ranked trials run on the fastest devices.
+
+Workers in the faster half (by step time) take the best-ranked runnable
+trial; the slower half take the worst-ranked one (trials that never reported
+rank last, so slow workers also start new trials). A trial keeps its worker
+while it stays best-ranked among the runnable ones, so leaders do not pay
+restore overhead.
+"""
+
+from __future__ import annotations
+
+from sim.strategies import register
+from sim.strategies.base import IDLE, Decision, Run, SimView, Strategy, WorkerView
+
+
+def fast_half(view: SimView) -> set[int]:
+    """Ids of the workers in the faster half by step time (the median included)."""
+    times = sorted(w.step_time_s for w in view.workers)
+    median = times[(len(times) - 1) // 2]
+    return {w.id for w in view.workers if w.step_time_s <= median}
+
+
+@register
+class RankAware(Strategy):
+    name = "rank-aware"
+    summary = "best-ranked trials on the fastest devices, worst-ranked on the slowest"
+
+    def __init__(self, params: object = None) -> None:
+        super().__init__(params)
+        self._fast: set[int] | None = None
+
+    def assign(self, worker: WorkerView, view: SimView) -> Decision:
+        if self._fast is None:
+            self._fast = fast_half(view)  # workers never change speed: compute once
+        t = view.peek("best_ranked" if worker.id in self._fast else "worst_ranked")
+        return IDLE if t is None else Run(t.id, view.interval)

@@ -1,0 +1,79 @@
+"""``tune-default``: what Ray Tune does with PopulationBasedTraining out of the box.
+
+Every trial asks for the same fixed resources (``gpus_per_trial`` GPUs, or on a
+cluster without GPUs ``cpus_per_trial`` cores); a trial that asks for a GPU
+cannot run on a CPU node, so CPU nodes stay unused on mixed clusters (Ray Tune
+cannot mix CPU and GPU trials of one population by default). Trials are
+placed FIFO. When there are more trials than slots, PBT pauses a trial at each
+perturbation point if any trial is pending or paused, and the paused or
+pending trial with the least progress runs next (``choose_trial_to_run``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator
+
+from sim.cluster import ClusterConfig, WorkerSpec
+from sim.strategies import register
+from sim.strategies.base import IDLE, Decision, Run, SimView, StepTimeFn, Strategy, WorkerView
+
+
+@dataclass(frozen=True)
+class TuneDefaultParams:
+    """Resources every trial requests.
+
+    Args:
+        gpus_per_trial: GPUs per trial; 0 runs trials on CPU nodes.
+        cpus_per_trial: cores per trial on CPU nodes; 0 = each node's worker_cpus.
+    """
+
+    gpus_per_trial: int = 1
+    cpus_per_trial: int = 0
+
+    def check(self) -> Iterator[tuple[str, str]]:
+        if self.gpus_per_trial < 0:
+            yield "gpus_per_trial", f"must be >= 0, got {self.gpus_per_trial}"
+        if self.cpus_per_trial < 0:
+            yield "cpus_per_trial", f"must be >= 0, got {self.cpus_per_trial}"
+
+
+def fixed_slots(cluster: ClusterConfig, gpus: int, cpus: int) -> list[WorkerSpec]:
+    """Slots for trials that all request ``gpus`` GPUs (or, with 0 GPUs or none in the cluster, ``cpus`` cores).
+
+    Args:
+        cluster: the cluster.
+        gpus: GPUs per trial.
+        cpus: cores per trial on CPU nodes (0 = the node's worker_cpus or whole node).
+    """
+    kinds = {name: d.kind for name, d in cluster.devices.items()}
+    nodes = cluster.node_names()
+    has_gpu = any(kinds[g.device] == "gpu" for _, g in nodes)
+    out: list[WorkerSpec] = []
+    for name, g in nodes:
+        if gpus > 0 and has_gpu:
+            if kinds[g.device] == "gpu":
+                out.extend(WorkerSpec(name, g.device, gpus) for _ in range(g.gpus // gpus))
+        elif kinds[g.device] == "cpu":
+            size = cpus or g.worker_cpus or g.cpus
+            out.extend(WorkerSpec(name, g.device, size) for _ in range(g.cpus // size))
+    return out
+
+
+@register
+class TuneDefault(Strategy):
+    name = "tune-default"
+    summary = "Ray Tune's default: fixed resources per trial, FIFO, least-progressed paused trial runs next"
+    Params = TuneDefaultParams
+
+    def __init__(self, params: TuneDefaultParams | None = None) -> None:
+        super().__init__(params or TuneDefaultParams())
+
+    def workers(self, cluster: ClusterConfig, step_time_s: StepTimeFn) -> list[WorkerSpec]:
+        return fixed_slots(cluster, self.params.gpus_per_trial, self.params.cpus_per_trial)
+
+    def assign(self, worker: WorkerView, view: SimView) -> Decision:
+        # The worker's own paused trial is a candidate too: it continues when it is
+        # still the least progressed, which is Ray's "CONTINUE unless others wait".
+        t = view.peek("least_progressed")
+        return IDLE if t is None else Run(t.id, view.interval)

@@ -1,0 +1,110 @@
+"""Reading TOML files, applying ``--set`` overrides, and writing files atomically."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import tempfile
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import toml
+
+from sim.errors import ConfigError
+
+
+def read_toml(path: str | Path) -> dict[str, Any]:
+    """Parse a TOML file or raise ConfigError naming it.
+
+    Args:
+        path: the file to read.
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(str(p), "", "file not found")
+    try:
+        with p.open("rb") as fh:
+            return tomllib.load(fh)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(str(p), "", f"not valid TOML ({exc})") from None
+    except OSError as exc:
+        raise ConfigError(str(p), "", f"cannot read ({exc.strerror})") from None
+
+
+def parse_override(text: str) -> tuple[str, Any]:
+    """Split ``dotted.key=value``; the value is read as a TOML value, else as a string.
+
+    Args:
+        text: one ``--set`` argument.
+    """
+    if "=" not in text:
+        raise ConfigError("--set", text, "expected dotted.key=value")
+    key, raw = text.split("=", 1)
+    key = key.strip()
+    if not key or any(not part for part in key.split(".")):
+        raise ConfigError("--set", text, "expected dotted.key=value")
+    try:
+        value = tomllib.loads(f"v = {raw}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = raw  # a bare word such as a strategy name or a path
+    return key, value
+
+
+def apply_overrides(data: dict[str, Any], overrides: list[str], base_dir: Path | None = None) -> dict[str, Any]:
+    """Return a copy of ``data`` with every ``--set`` override applied.
+
+    Keys ending in ``.path`` given on the command line are relative to the
+    current directory (where the user typed them), so they are made absolute.
+
+    Args:
+        data: parsed TOML.
+        overrides: ``dotted.key=value`` strings.
+        base_dir: directory for relative ``.path`` values (default: cwd).
+    """
+    out = copy.deepcopy(data)
+    for text in overrides:
+        key, value = parse_override(text)
+        if key.endswith(".path") and isinstance(value, str):
+            value = str(((base_dir or Path.cwd()) / value).resolve())
+        node = out
+        parts = key.split(".")
+        for i, part in enumerate(parts[:-1]):
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                raise ConfigError("--set", ".".join(parts[: i + 1]), "is a value, not a table")
+            node = child
+        node[parts[-1]] = value
+    return out
+
+
+def atomic_write_text(path: str | Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temp file and rename, so no reader sees half a file.
+
+    Args:
+        path: destination file; its folder must exist.
+        text: the full contents.
+    """
+    p = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, p)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_toml(path: str | Path, data: dict[str, Any], header: str = "") -> None:
+    """Write a mapping as TOML atomically, after an optional comment header (one '# ' per line)."""
+    comment = "".join(f"# {line}".rstrip() + "\n" for line in header.splitlines())
+    atomic_write_text(path, comment + ("\n" if comment else "") + toml.dumps(data))
+
+
+def atomic_write_json(path: str | Path, data: Any) -> None:
+    """Write JSON (sorted keys, indented) atomically."""
+    atomic_write_text(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
