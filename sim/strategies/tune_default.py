@@ -73,7 +73,11 @@ class TuneDefault(Strategy):
         return fixed_slots(cluster, self.params.gpus_per_trial, self.params.cpus_per_trial)
 
     def assign(self, worker: WorkerView, view: SimView) -> Decision:
-        # The worker's own paused trial is a candidate too: it continues when it is
-        # still the least progressed, which is Ray's "CONTINUE unless others wait".
+        # Ray Tune only pauses a trial at a perturbation point: between them it keeps its slot.
+        r = worker.resident
+        if r is not None and r.status == "paused" and r.iteration % view.interval != 0:
+            return Run(r.id, view.interval)
+        # At a perturbation point the worker's own trial is a candidate too: it continues when
+        # it is still the least progressed, which is Ray's "CONTINUE unless others wait".
         t = view.peek("least_progressed")
         return IDLE if t is None else Run(t.id, view.interval)

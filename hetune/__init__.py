@@ -1,0 +1,1 @@
+"""hetune's command-line interface."""

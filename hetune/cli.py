@@ -1,0 +1,144 @@
+"""The ``hetune`` command: parse arguments, load config, call a library function."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from sim.errors import ConfigError
+
+DEFAULT_EXPERIMENT = "configs/experiments/pbt-resnet18-cifar10.toml"
+
+
+def _add_common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override any config field, e.g. --set cluster.path=configs/clusters/hrfs-lab.toml")
+
+
+def cmd_strategies(args: argparse.Namespace) -> int:
+    from sim import strategies
+
+    for name in strategies.names():
+        print(f"{name:<26}{strategies.REGISTRY[name].summary}")
+    return 0
+
+
+def cmd_simulate(args: argparse.Namespace) -> int:
+    from sim.engine import simulate
+    from sim.loader import load_inputs
+    from sim.results import write_run
+
+    inputs = load_inputs(args.experiment, args.overrides)
+    strategy = args.strategy or inputs.experiment.strategy.name
+    inputs.strategy_params(strategy)
+    seed = inputs.experiment.experiment.seed if args.seed is None else args.seed
+    out = Path(args.out or f"results/{inputs.experiment.experiment.name}-{strategy}-s{seed}")
+    result = simulate(inputs, strategy, seed)
+    summary = write_run(out, inputs, result.events, strategy, seed)
+    ttt = summary["time_to_target_s"]
+    print(f"{strategy} seed {seed}: time to target {'never' if ttt is None else f'{ttt:,.0f} s'}, "
+          f"makespan {summary['makespan_s']:,.0f} s, best accuracy {summary['best_accuracy']:.3f}, "
+          f"exploits {summary['exploits']}, cost ${summary['cost']:.2f} -> {out}")
+    return 0
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from sim import strategies
+    from sim.loader import load_inputs
+    from sim.sweep import LocalExecutor, format_ranking, ranking, run_sweep
+
+    if args.seeds < 1:
+        raise ConfigError("--seeds", "", f"must be >= 1, got {args.seeds}")
+    if args.jobs < 1:
+        raise ConfigError("--jobs", "", f"must be >= 1, got {args.jobs}")
+    names = strategies.names() if args.strategies == "all" else [s.strip() for s in args.strategies.split(",") if s.strip()]
+    for n in names:
+        strategies.get_class(n, "--strategies")
+    inputs = load_inputs(args.experiment, args.overrides)
+    out = Path(args.out or f"results/sweep-{inputs.experiment.experiment.name}")
+    if args.address:
+        from hetune.ray_executor import RayExecutor
+        executor: Any = RayExecutor(args.address)
+    else:
+        executor = LocalExecutor(args.jobs)
+    bar = tqdm(total=len(names) * args.seeds, desc="sweep", unit="run", file=sys.stderr, disable=args.quiet)
+
+    def progress(done: int, total: int) -> None:
+        bar.n = done
+        bar.refresh()
+
+    rows = run_sweep(args.experiment, args.overrides, names, range(args.seeds), out, executor,
+                     resume=args.resume, progress=progress)
+    bar.close()
+    rank = ranking(rows)
+    print(format_ranking(rank))
+    print(f"best strategy: {rank[0]['strategy']}  (results in {out}/sweep.csv)")
+    return 0
+
+
+def cmd_plots(args: argparse.Namespace) -> int:
+    from plots.cli import run_plots
+
+    return run_plots(args.inputs, Path(args.out), all_results=args.all, pdf=args.pdf)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="hetune", description="Plan and run PBT on heterogeneous clusters.")
+    sub = ap.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("strategies", help="list registered strategies")
+    p.set_defaults(fn=cmd_strategies)
+
+    p = sub.add_parser("simulate", help="simulate one PBT run")
+    p.add_argument("experiment", nargs="?", default=DEFAULT_EXPERIMENT)
+    p.add_argument("--strategy", help="strategy name (default: the experiment's strategy.name)")
+    p.add_argument("--seed", type=int)
+    p.add_argument("--out", help="result folder")
+    _add_common(p)
+    p.set_defaults(fn=cmd_simulate)
+
+    p = sub.add_parser("sweep", help="simulate strategies x seeds and rank the strategies")
+    p.add_argument("experiment", nargs="?", default=DEFAULT_EXPERIMENT)
+    p.add_argument("--strategies", default="all", help="'all' or a comma-separated list")
+    p.add_argument("--seeds", type=int, default=20, help="seeds 0..N-1 (default 20)")
+    p.add_argument("--jobs", type=int, default=2, help="parallel processes (default 2)")
+    p.add_argument("--out", help="sweep folder")
+    p.add_argument("--resume", action="store_true", help="keep finished cells in --out and run the rest")
+    p.add_argument("--address", help="run cells as Ray tasks on this Ray cluster (auto or ray://host:port)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    _add_common(p)
+    p.set_defaults(fn=cmd_sweep)
+
+    p = sub.add_parser("plots", help="regenerate figures from result files")
+    p.add_argument("inputs", nargs="*", help="result folders, sweep folders, calibration TOML files")
+    p.add_argument("--all", action="store_true", help="every result folder under results/")
+    p.add_argument("--out", default="plots/figures")
+    p.add_argument("--pdf", action="store_true", help="also write PDFs")
+    p.set_defaults(fn=cmd_plots)
+
+    for extra in _extra_parsers:
+        extra(sub)
+    return ap
+
+
+_extra_parsers: list[Callable[[Any], None]] = []
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.fn(args) or 0)
+    except ConfigError as exc:
+        print(f"hetune: error: {exc.line()}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("hetune: interrupted; finished results were kept", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,243 @@
+"""Sweeps: the grid strategies x seeds, run in parallel, resumable, ranked.
+
+sweep.csv holds one row per (strategy, seed) with the metric set's names. It
+is rewritten atomically after every finished cell, so an interrupted sweep
+keeps every finished cell and ``--resume`` runs only the rest.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator, Protocol, Sequence
+
+import numpy as np
+
+from sim.engine import simulate
+from sim.errors import ConfigError
+from sim.loader import load_inputs
+from sim.results import resolved_config, run_summary
+from sim.summary import ttt_sort_key
+from sim.tomlfile import atomic_write_json, atomic_write_text, atomic_write_toml, read_toml
+
+FIRST_COLUMNS = ["strategy", "seed", "time_to_target_s", "makespan_s", "best_accuracy", "cost", "exploits",
+                 "checkpoint_overhead_s", "migration_overhead_s"]
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One simulation of a sweep.
+
+    Args:
+        experiment: experiment file path.
+        overrides: ``--set`` strings.
+        strategy: strategy name.
+        seed: seed.
+    """
+
+    experiment: str
+    overrides: tuple[str, ...]
+    strategy: str
+    seed: int
+
+
+def run_cell(cell: Cell) -> dict[str, Any]:
+    """Simulate one cell and return its summary row (runs in a worker process or Ray task)."""
+    inputs = load_inputs(cell.experiment, list(cell.overrides))
+    result = simulate(inputs, cell.strategy, cell.seed)
+    return run_summary(inputs, result.events, cell.strategy, cell.seed)
+
+
+class Executor(Protocol):
+    """Runs cells somewhere and yields their results as they finish."""
+
+    def map_unordered(self, fn: Callable[[Cell], dict[str, Any]], cells: Sequence[Cell]) -> Iterator[dict[str, Any]]: ...
+
+
+class LocalExecutor:
+    """Cells in ``jobs`` local processes (in-process when jobs == 1).
+
+    Args:
+        jobs: parallel processes.
+    """
+
+    def __init__(self, jobs: int) -> None:
+        self.jobs = jobs
+
+    def map_unordered(self, fn: Callable[[Cell], dict[str, Any]], cells: Sequence[Cell]) -> Iterator[dict[str, Any]]:
+        if self.jobs <= 1:
+            for c in cells:
+                yield fn(c)
+            return
+        with ProcessPoolExecutor(max_workers=self.jobs) as pool:
+            futures = [pool.submit(fn, c) for c in cells]
+            for f in as_completed(futures):
+                yield f.result()
+
+
+def columns(rows: Iterable[dict[str, Any]]) -> list[str]:
+    """CSV columns: the fixed ones first, then per-device-type ones sorted."""
+    extra = sorted({k for r in rows for k in r} - set(FIRST_COLUMNS) - {"experiment"})
+    return FIRST_COLUMNS + extra
+
+
+def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
+    """Write sweep rows (sorted by strategy, seed) atomically; null becomes an empty cell."""
+    buf = io.StringIO()
+    cols = columns(rows)
+    w = csv.DictWriter(buf, fieldnames=cols, extrasaction="ignore", lineterminator="\n")
+    w.writeheader()
+    for r in sorted(rows, key=lambda r: (r["strategy"], int(r["seed"]))):
+        w.writerow({c: ("" if r.get(c) is None else r.get(c)) for c in cols})
+    atomic_write_text(path, buf.getvalue())
+
+
+def read_csv(path: Path) -> list[dict[str, Any]]:
+    """Read sweep rows back (numbers parsed, empty cells as None)."""
+    out = []
+    with path.open(newline="") as fh:
+        for n, row in enumerate(csv.DictReader(fh), 2):
+            parsed: dict[str, Any] = {}
+            for k, v in row.items():
+                if k is None or v is None:
+                    raise ConfigError(f"{path}:{n}", "", "row has the wrong number of cells")
+                if k == "strategy":
+                    parsed[k] = v
+                elif v == "":
+                    parsed[k] = None
+                else:
+                    try:
+                        parsed[k] = int(v) if k in ("seed", "exploits") else float(v)
+                    except ValueError:
+                        raise ConfigError(f"{path}:{n}", k, f"not a number: {v!r}") from None
+            out.append(parsed)
+    return out
+
+
+def _interval(values: Sequence[float]) -> tuple[float, float, float]:
+    # "lower"/"higher" never interpolate, so runs that never reached the target (inf) stay inf.
+    arr = np.asarray(values, dtype=float)
+    return (float(np.median(arr)), float(np.percentile(arr, 2.5, method="lower")),
+            float(np.percentile(arr, 97.5, method="higher")))
+
+
+def ranking(rows: list[dict[str, Any]], baseline: str = "tune-default") -> list[dict[str, Any]]:
+    """Per strategy: median and 95% interval of time to target and makespan, speedup over baseline.
+
+    Runs that never reached the target count as infinitely slow. The speedup is
+    the ratio of medians; its interval comes from the per-seed ratios (the same
+    seed gives every strategy the same initial population, so seeds pair up).
+    Strategies are sorted best first: median time to target, then median makespan.
+
+    Args:
+        rows: sweep rows.
+        baseline: strategy the speedups are relative to.
+    """
+    by: dict[str, dict[int, dict[str, Any]]] = {}
+    for r in rows:
+        by.setdefault(r["strategy"], {})[int(r["seed"])] = r
+    out = []
+    base = by.get(baseline, {})
+    for name, seeds in by.items():
+        ttt = [ttt_sort_key(r["time_to_target_s"]) for r in seeds.values()]
+        mk = [float(r["makespan_s"]) for r in seeds.values()]
+        t_med, t_lo, t_hi = _interval(ttt)
+        m_med, m_lo, m_hi = _interval(mk)
+        entry: dict[str, Any] = {"strategy": name, "runs": len(seeds),
+                                 "reached_target": sum(1 for r in seeds.values() if r["time_to_target_s"] is not None),
+                                 "ttt_median_s": t_med, "ttt_lo_s": t_lo, "ttt_hi_s": t_hi,
+                                 "makespan_median_s": m_med, "makespan_lo_s": m_lo, "makespan_hi_s": m_hi,
+                                 "cost_median": float(np.median([float(r["cost"]) for r in seeds.values()]))}
+        if base:
+            b_med = float(np.median([ttt_sort_key(r["time_to_target_s"]) for r in base.values()]))
+            ratios = [ttt_sort_key(base[s]["time_to_target_s"]) / ttt_sort_key(r["time_to_target_s"])
+                      for s, r in seeds.items() if s in base and math.isfinite(ttt_sort_key(r["time_to_target_s"]))
+                      and math.isfinite(ttt_sort_key(base[s]["time_to_target_s"]))]
+            entry["speedup"] = b_med / t_med if math.isfinite(t_med) and math.isfinite(b_med) else None
+            if ratios:
+                entry["speedup_lo"] = float(np.percentile(ratios, 2.5))
+                entry["speedup_hi"] = float(np.percentile(ratios, 97.5))
+        out.append(entry)
+    out.sort(key=lambda e: (e["ttt_median_s"], e["makespan_median_s"], e["strategy"]))
+    return out
+
+
+def format_ranking(rank: list[dict[str, Any]]) -> str:
+    """The ranking as a plain-text table."""
+    def s(v: float) -> str:
+        return "never" if not math.isfinite(v) else f"{v:,.0f}"
+    head = f"{'strategy':<26}{'runs':>5}{'hit':>5}  {'time to target s (95%)':<28}{'makespan s (95%)':<26}{'speedup (95%)':<20}"
+    lines = [head, "-" * len(head)]
+    for e in rank:
+        sp = e.get("speedup")
+        sp_txt = "-" if sp is None else f"{sp:.2f}x"
+        if "speedup_lo" in e:
+            sp_txt += f" ({e['speedup_lo']:.2f}-{e['speedup_hi']:.2f})"
+        lines.append(f"{e['strategy']:<26}{e['runs']:>5}{e['reached_target']:>5}  "
+                     f"{s(e['ttt_median_s']) + ' (' + s(e['ttt_lo_s']) + '-' + s(e['ttt_hi_s']) + ')':<28}"
+                     f"{s(e['makespan_median_s']) + ' (' + s(e['makespan_lo_s']) + '-' + s(e['makespan_hi_s']) + ')':<26}"
+                     f"{sp_txt:<20}")
+    return "\n".join(lines)
+
+
+def run_sweep(experiment: str, overrides: list[str], strategies: list[str], seeds: Sequence[int], out_dir: Path,
+              executor: Executor, resume: bool = False,
+              progress: Callable[[int, int], Any] | None = None) -> list[dict[str, Any]]:
+    """Run (or finish) a sweep and write sweep.csv, ranking.json and config.toml into ``out_dir``.
+
+    Args:
+        experiment: experiment file.
+        overrides: ``--set`` strings.
+        strategies: strategy names.
+        seeds: seeds.
+        out_dir: the sweep folder.
+        executor: where cells run.
+        resume: keep finished cells of an earlier sweep in ``out_dir`` (same config) and run the rest.
+        progress: called with (done, total) after each cell.
+    """
+    inputs = load_inputs(experiment, overrides)
+    for s in strategies:
+        inputs.strategy_params(s)  # refuse bad parameters before anything runs
+    out_dir.mkdir(parents=True, exist_ok=True)
+    csv_path = out_dir / "sweep.csv"
+    cfg = resolved_config(inputs, "sweep", 0)
+    rows: list[dict[str, Any]] = []
+    if resume and csv_path.exists():
+        old_cfg_path = out_dir / "config.toml"
+        if old_cfg_path.exists() and read_toml(old_cfg_path) != _toml_roundtrip(cfg):
+            raise ConfigError(str(old_cfg_path), "", "this sweep folder was made with another config; "
+                              "use another --out or drop --resume")
+        rows = [r for r in read_csv(csv_path) if r["strategy"] in strategies and int(r["seed"]) in set(seeds)]
+    atomic_write_toml(out_dir / "config.toml", cfg)
+    done = {(r["strategy"], int(r["seed"])) for r in rows}
+    cells = [Cell(experiment, tuple(overrides), s, seed) for s in strategies for seed in seeds if (s, seed) not in done]
+    total = len(strategies) * len(seeds)
+    if progress:
+        progress(len(done), total)
+    for row in executor.map_unordered(run_cell, cells):
+        row.pop("experiment", None)
+        rows.append(row)
+        write_csv(csv_path, rows)
+        if progress:
+            progress(len(rows), total)
+    write_csv(csv_path, rows)
+    rank = ranking(rows)
+    atomic_write_json(out_dir / "ranking.json", {"experiment": inputs.experiment.experiment.name,
+                                                 "best": rank[0]["strategy"] if rank else None,
+                                                 "strategies": _json_safe(rank)})
+    return rows
+
+
+def _toml_roundtrip(data: dict[str, Any]) -> dict[str, Any]:
+    import tomllib
+
+    import toml
+    return tomllib.loads(toml.dumps(data))
+
+
+def _json_safe(rank: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in e.items()} for e in rank]
