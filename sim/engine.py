@@ -32,7 +32,7 @@ from sim.loader import RunInputs
 from sim.ranking import Ranking
 from sim.runnable import RunnableIndex
 from sim.strategies import create
-from sim.strategies.base import Idle, Retire, Run, Strategy
+from sim.strategies.base import IDLE, Idle, Retire, Run, Strategy
 from sim.throughput import DeviceModel
 
 
@@ -190,7 +190,7 @@ class Simulation:
         self.remaining = self.info.population * self.stop_iterations
         self.unfinished = self.info.population
         self.time_to_target: float | None = None
-        self._wake = self.env.event()
+        self._idle: dict[int, Worker] = {w.id: w for w in self.workers}
         self._barrier: set[int] = set()
 
     # ----------------------------------------------------------------- set-up
@@ -220,11 +220,6 @@ class Simulation:
             node=None if worker is None else worker.node,
             device=None if worker is None else worker.device, **extra))
 
-    def _notify(self) -> None:
-        if not self._wake.triggered:
-            self._wake.succeed()
-        self._wake = self.env.event()
-
     def _copy_s(self, model: DeviceModel, src_node: str, dst_node: str) -> float:
         return 0.0 if src_node == dst_node else model.checkpoint_mb / self.copy_bandwidth_mb_s
 
@@ -241,8 +236,7 @@ class Simulation:
         """Run to completion and return the event log."""
         for w in self.workers:
             self._emit("worker_added", worker=w, devices=w.devices)
-        for w in self.workers:
-            self.env.process(self._worker_loop(w))
+        self._dispatch()
         self.env.run()
         if self.unfinished:
             raise SimulationError(
@@ -253,28 +247,58 @@ class Simulation:
                 self._emit("worker_removed", worker=w, devices=w.devices)
         return SimResult(self.events, self.trials, self.workers)
 
-    def _worker_loop(self, w: Worker):
-        while self.unfinished:
-            decision = self.strategy.assign(w, self.view)
-            if isinstance(decision, Retire):
-                w.retired = True
-                if w.resident is not None:
-                    w.resident.resident = None
-                    w.resident = None
-                self._emit("worker_removed", worker=w, devices=w.devices)
-                return
-            if isinstance(decision, Idle):
-                yield self._wake
-                continue
-            assert isinstance(decision, Run)
-            t = self.trials[decision.trial]
-            if t.id not in self.runnable:
-                raise SimulationError(f"strategy {self.strategy.name!r} chose trial {t.id} which is {t.status}")
-            yield from self._run_chunk(w, t, max(1, decision.iterations))
+    def _dispatch(self) -> None:
+        """Offer work to idle workers, in id order, while runnable trials remain.
 
-    def _run_chunk(self, w: Worker, t: Trial, wanted: int):
+        Called synchronously (not by waking every idle worker), so a run with
+        4,096 mostly idle workers costs O(1) per chunk, not O(workers).
+        """
+        for w in list(self._idle.values()):
+            if not self.runnable or not self.unfinished:
+                return
+            decision = self.strategy.assign(w, self.view)
+            if isinstance(decision, Idle):
+                continue
+            del self._idle[w.id]
+            if isinstance(decision, Retire):
+                self._retire(w)
+            else:
+                self._reserve(decision)
+                self.env.process(self._work(w, decision))
+
+    def _retire(self, w: Worker) -> None:
+        w.retired = True
+        if w.resident is not None:
+            w.resident.resident = None
+            w.resident = None
+        self._emit("worker_removed", worker=w, devices=w.devices)
+
+    def _work(self, w: Worker, decision: Run):
+        """A busy worker: run chunks until the strategy says idle or retire."""
+        while True:
+            yield from self._run_chunk(w, self.trials[decision.trial], max(1, decision.iterations))
+            # This worker decides first (it holds its trial in memory), then idle workers get the rest.
+            nxt = self.strategy.assign(w, self.view) if self.unfinished else IDLE
+            if isinstance(nxt, Run):
+                self._reserve(nxt)
+                self._dispatch()
+                decision = nxt
+                continue
+            if isinstance(nxt, Retire):
+                self._retire(w)
+            else:
+                self._idle[w.id] = w
+            self._dispatch()
+            return
+
+    def _reserve(self, decision: Run) -> None:
+        t = self.trials[decision.trial]
+        if t.id not in self.runnable:
+            raise SimulationError(f"strategy {self.strategy.name!r} chose trial {t.id} which is {t.status}")
         self._take(t)
         t.status = "running"
+
+    def _run_chunk(self, w: Worker, t: Trial, wanted: int):
         dm = w.model
         # Switching: the trial this worker held is paused (its state is checkpointed).
         if w.resident is not None and w.resident is not t:
@@ -329,7 +353,6 @@ class Simulation:
             if self.ranking.in_bottom(t.id, self.pbt.quantile_fraction):
                 yield from self._exploit(t, w)
         self._make_runnable(t)
-        self._notify()
 
     def _at_perturbation_point(self, t: Trial) -> bool:
         return (t.iteration % self.pbt.perturbation_interval == 0
@@ -386,7 +409,6 @@ class Simulation:
             t.ckpt = Checkpoint(t.iteration, t.progress, dict(t.config), donor.ckpt.node)
         for t in waiting:
             self._make_runnable(t)
-        self._notify()
 
     def _stop(self, t: Trial, w: Worker, reason: str) -> None:
         t.status = "stopped"
@@ -398,7 +420,6 @@ class Simulation:
         self._emit("stop", t, w, reason=reason)
         if self.pbt.synch and self._barrier:
             self._maybe_release_barrier()
-        self._notify()
 
 
 def simulate(inputs: RunInputs, strategy: str, seed: int) -> SimResult:

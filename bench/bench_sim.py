@@ -1,0 +1,106 @@
+"""Simulator speed and memory benchmarks (not part of the test run).
+
+    python bench/bench_sim.py                 # all three
+    python bench/bench_sim.py default sweep scale
+
+default: the default experiment (20 trials x 1000 iterations on gavel-12), best of 5, one core.
+sweep:   `hetune sweep --strategies all --seeds 20 --jobs 2` on the default experiment, wall time.
+scale:   N trials x 1000 iterations on a 4,096-GPU cluster (1,024 nodes of 4 GPUs, K80/P100/V100),
+         N = 100, 1,000, 10,000; each point in a fresh process, wall time and peak RSS.
+Targets (issue 2): default < 0.5 s; sweep < 60 s; 10,000 trials < 120 s and < 2 GiB.
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import toml
+
+REPO = Path(__file__).resolve().parents[1]
+EXP = REPO / "configs/experiments/pbt-resnet18-cifar10.toml"
+
+
+def bench_default() -> dict:
+    from sim.engine import simulate
+    from sim.loader import load_inputs
+
+    inputs = load_inputs(EXP)
+    out = {}
+    for strategy in ("tune-default", "leader-fusion", "hrfs"):
+        times = []
+        for seed in range(5):
+            t0 = time.perf_counter()
+            simulate(inputs, strategy, seed)
+            times.append(time.perf_counter() - t0)
+        out[strategy] = min(times)
+    return out
+
+
+def bench_sweep() -> float:
+    with tempfile.TemporaryDirectory() as d:
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "hetune.cli", "sweep", str(EXP), "--strategies", "all", "--seeds", "20",
+                        "--jobs", "2", "--out", d, "--quiet"], check=True, cwd=REPO, stdout=subprocess.DEVNULL)
+        return time.perf_counter() - t0
+
+
+def scale_point(trials: int, strategy: str) -> dict:
+    """One scale point, run in this process (called in a fresh subprocess)."""
+    from sim.engine import simulate
+    from sim.loader import load_inputs
+
+    with tempfile.TemporaryDirectory() as d:
+        cluster = toml.loads((REPO / "configs/clusters/gavel-12.toml").read_text())
+        cluster["cluster"]["name"] = "scale-4096"
+        for node in cluster["nodes"]:
+            node["count"] = 1024 // 3 + (1 if node["device"] == "v100" else 0)  # 341 + 341 + 342 nodes
+        Path(d, "cluster.toml").write_text(toml.dumps(cluster))
+        inputs = load_inputs(EXP, [f"cluster.path={d}/cluster.toml", f"experiment.population={trials}"])
+        devices = sum(n.count * n.gpus for n in inputs.cluster.nodes)
+        t0 = time.perf_counter()
+        res = simulate(inputs, strategy, 0)
+        wall = time.perf_counter() - t0
+    rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return {"trials": trials, "devices": devices, "strategy": strategy, "wall_s": round(wall, 2),
+            "events": len(res.events), "peak_rss_mib": round(rss_mib)}
+
+
+def bench_scale() -> list[dict]:
+    rows = []
+    for strategy in ("tune-default", "leader-fusion"):
+        for n in (100, 1000, 10000):
+            out = subprocess.run([sys.executable, __file__, "_point", str(n), strategy], check=True, cwd=REPO,
+                                 capture_output=True, text=True).stdout
+            rows.append(json.loads(out.strip().splitlines()[-1]))
+            print(f"  {rows[-1]}", flush=True)
+    return rows
+
+
+def main(argv: list[str]) -> None:
+    if argv[:1] == ["_point"]:
+        print(json.dumps(scale_point(int(argv[1]), argv[2])))
+        return
+    which = argv or ["default", "sweep", "scale"]
+    if "default" in which:
+        for s, t in bench_default().items():
+            print(f"default experiment, {s}: {t * 1000:.0f} ms (target < 500 ms)", flush=True)
+    if "sweep" in which:
+        print(f"sweep all strategies x 20 seeds, --jobs 2: {bench_sweep():.1f} s (target < 60 s)", flush=True)
+    if "scale" in which:
+        print("scale (fresh process per point):", flush=True)
+        rows = bench_scale()
+        print("| strategy | trials | devices | wall s | events | peak RSS MiB |")
+        print("|---|---:|---:|---:|---:|---:|")
+        for r in rows:
+            print(f"| {r['strategy']} | {r['trials']:,} | {r['devices']:,} | {r['wall_s']} | {r['events']:,} | {r['peak_rss_mib']} |")
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(REPO))
+    main(sys.argv[1:])
