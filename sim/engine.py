@@ -81,6 +81,7 @@ class Worker:
     step_time_s: float
     resident: Trial | None = None
     retired: bool = False
+    idle: bool = True
 
 
 @dataclass
@@ -260,6 +261,7 @@ class Simulation:
             if isinstance(decision, Idle):
                 continue
             del self._idle[w.id]
+            w.idle = False
             if isinstance(decision, Retire):
                 self._retire(w)
             else:
@@ -288,6 +290,7 @@ class Simulation:
                 self._retire(w)
             else:
                 self._idle[w.id] = w
+                w.idle = True
             self._dispatch()
             return
 

@@ -13,7 +13,8 @@ one GPU (and under tune-default it even waits in the queue). leader-fusion:
    device;
 2. keeps the best-ranked runnable trial on that worker; it stays there while it
    leads, paying no pause or restore overhead (Ray Tune would pause it at every
-   perturbation point whenever other trials wait);
+   perturbation point whenever other trials wait); when the fused worker is idle
+   (its trial stopped), the other workers leave the best-ranked trial for it;
 3. runs the rest of the population on the other workers least-progressed first
    (as tune-default, so PBT still compares trials at similar progress and the
    exploration it needs keeps going), full intervals, and
@@ -90,5 +91,10 @@ class LeaderFusion(Strategy):
         assert self._base_step is not None
         if view.target_reached and worker.step_time_s >= self.params.weak_ability * self._base_step:
             return RETIRE
-        t = view.peek("least_progressed")
+        # An idle leader worker gets first pick: the best-ranked trial is left for it.
+        skip = None
+        if view.workers[self._leader_worker].idle:
+            best = view.peek("best_ranked")
+            skip = {best.id} if best is not None else None
+        t = view.peek("least_progressed", skip)
         return IDLE if t is None else Run(t.id, view.interval)

@@ -1,0 +1,1 @@
+"""Figures regenerated from result files only; never runs a simulation (no torch, no ray)."""

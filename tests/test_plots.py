@@ -1,0 +1,60 @@
+"""Every figure function on small fixture results; reruns give the same files; no torch or ray."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO
+from hetune.cli import main
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("results")
+    exp = REPO / "configs/experiments/pbt-resnet18-cifar10.toml"
+    assert main(["simulate", str(exp), "--strategy", "tune-default", "--seed", "1", "--out", str(root / "run")]) == 0
+    assert main(["sweep", str(exp), "--strategies", "tune-default,leader-fusion,hrfs", "--seeds", "3", "--jobs", "1",
+                 "--out", str(root / "sweep"), "--quiet"]) == 0
+    return root
+
+
+def test_every_figure_is_made_and_reruns_match(results, tmp_path, capsys):
+    cal = REPO / "configs/calibration/reference.toml"
+    args = ["plots", str(results / "run"), str(results / "sweep"), str(cal), "--out"]
+    assert main(args + [str(tmp_path / "a"), "--pdf"]) == 0
+    assert main(args + [str(tmp_path / "b"), "--pdf"]) == 0
+    names_a = sorted(p.name for p in (tmp_path / "a").iterdir())
+    assert names_a == sorted(p.name for p in (tmp_path / "b").iterdir())
+    expected = {"run-timeline", "run-population", "run-utilization", "sweep-strategy-comparison", "sweep-speedup",
+                "sweep-cost", "reference-calibration"}
+    assert {n.rsplit(".", 1)[0] for n in names_a} == expected
+    for p in (tmp_path / "a").iterdir():
+        assert p.stat().st_size > 1000
+    for n in names_a:  # timestamps are stripped, so the PNGs are byte-identical
+        if n.endswith(".png"):
+            assert (tmp_path / "a" / n).read_bytes() == (tmp_path / "b" / n).read_bytes()
+
+
+def test_bad_inputs_are_named_and_others_still_made(results, tmp_path, capsys):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    trunc = tmp_path / "trunc"
+    trunc.mkdir()
+    text = (results / "run" / "events.jsonl").read_text()
+    (trunc / "events.jsonl").write_text(text[: len(text) // 2].rsplit("\n", 1)[0] + '\n{"t": 1.0, "ki')
+    code = main(["plots", str(empty), str(trunc), str(results / "run"), "--out", str(tmp_path / "figs")])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert f"{empty}: no recognisable results" in err
+    assert f"{trunc / 'events.jsonl'}:" in err and "truncated" in err
+    assert (tmp_path / "figs" / "run-timeline.png").exists()
+
+
+def test_plotting_never_imports_ray_or_torch():
+    code = ("import sys, plots.cli, plots.run_figures, plots.sweep_figures, plots.calibration_figure; "
+            "sys.exit(1 if any(m in sys.modules for m in ('torch', 'ray')) else 0)")
+    assert subprocess.run([sys.executable, "-c", code], cwd=REPO).returncode == 0

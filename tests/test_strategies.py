@@ -1,0 +1,76 @@
+"""Strategy behaviour: worker carving, roles, and our strategy's claim on the shipped clusters."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from conftest import REPO
+from sim.engine import simulate
+from sim.loader import load_inputs
+from sim.results import run_summary
+from sim.strategies import names
+from sim.summary import ttt_sort_key
+
+EXP = REPO / "configs/experiments/pbt-resnet18-cifar10.toml"
+
+
+def workers_of(strategy, overrides=()):
+    res = simulate(load_inputs(EXP, list(overrides)), strategy, 0)
+    return [(w.node, w.device, w.devices) for w in res.workers], res
+
+
+def test_tune_default_cannot_use_cpu_nodes_for_gpu_trials():
+    ws, _ = workers_of("tune-default", ["cluster.path=configs/clusters/mixed-small.toml"])
+    assert {d for _, d, _ in ws} == {"k80", "p100", "v100"} and len(ws) == 6
+
+
+def test_hrfs_carves_workers_from_the_resource_allocation_table():
+    ws, res = workers_of("hrfs", ["cluster.path=configs/clusters/hrfs-lab.toml",
+                                  "strategies.hrfs.resource_allocation={cpu-a=8, cpu-f=40}"])
+    sizes = {}
+    for node, dev, n in ws:
+        sizes.setdefault(node, []).append(n)
+    assert sizes["cpu-a"] == [8, 8, 8, 8] and sizes["cpu-f"] == [40] and sizes["cpu-b"] == [12, 12]
+    assert sizes["gpu"] == [1]
+    # every worker's first chunk is a half interval
+    first = {}
+    for e in res.events:
+        if e["kind"] == "chunk" and e["worker"] not in first:
+            first[e["worker"]] = e["iterations"]
+    assert set(first.values()) == {25}
+
+
+def test_hrfs_retires_weak_workers():
+    _, res = workers_of("hrfs")
+    removed = [e for e in res.events if e["kind"] == "worker_removed"]
+    end = max(e["t"] for e in res.events)
+    early = {e["device"] for e in removed if e["t"] < end}
+    assert early == {"k80"}  # K80s are >= 3x slower than the fastest worker on gavel-12
+
+
+def test_leader_fusion_fuses_the_fastest_node():
+    ws, _ = workers_of("leader-fusion")
+    assert ws[0] == ("v100", "v100", 4)
+    assert sorted(d for _, d, n in ws[1:]) == ["k80"] * 4 + ["p100"] * 4
+
+
+def test_throughput_proportional_chunks_scale_with_speed():
+    _, res = workers_of("throughput-proportional")
+    its = {}
+    for e in res.events:
+        if e["kind"] == "chunk":
+            its.setdefault(e["device"], set()).add(e["iterations"])
+    assert max(its["v100"]) == 50 and max(its["k80"]) < 10
+
+
+@pytest.mark.parametrize("cluster", ["gavel-12", "hrfs-lab"])
+def test_leader_fusion_beats_every_other_strategy_on_median_time_to_target(cluster):
+    inputs = load_inputs(EXP, [f"cluster.path=configs/clusters/{cluster}.toml"])
+    med = {}
+    for s in names():
+        ttt = [ttt_sort_key(run_summary(inputs, simulate(inputs, s, seed).events, s, seed)["time_to_target_s"])
+               for seed in range(10)]
+        med[s] = float(np.median(ttt))
+    others = {s: v for s, v in med.items() if s != "leader-fusion"}
+    assert med["leader-fusion"] < min(others.values()), med
