@@ -31,6 +31,7 @@ class ProbeResult:
         host: host name.
         device_name: torch device description.
         threads: torch CPU threads used.
+        build_s: seconds to build the model and optimizer.
     """
 
     step_times_s: list[float]
@@ -41,6 +42,7 @@ class ProbeResult:
     host: str
     device_name: str
     threads: int
+    build_s: float = 0.0
 
 
 def _sync(device: torch.device) -> None:
@@ -73,9 +75,11 @@ def probe(model_name: str, num_classes: int, batch: int, steps: int, warmup: int
     gen = torch.Generator().manual_seed(seed)
     torch.manual_seed(seed)
     dev = torch.device(device)
+    t_build = time.perf_counter()
     model = build_model(model_name, num_classes, stem).to(dev)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     loss_fn = torch.nn.CrossEntropyLoss()
+    build_s = time.perf_counter() - t_build
 
     def batch_at(i: int, n: int) -> tuple[torch.Tensor, torch.Tensor]:
         if data is not None:
@@ -131,4 +135,4 @@ def probe(model_name: str, num_classes: int, batch: int, steps: int, warmup: int
     opt.load_state_dict(state["opt"])
     load_s = time.perf_counter() - t0
     name = torch.cuda.get_device_name(dev) if dev.type == "cuda" else f"cpu ({os.cpu_count()} cores visible)"
-    return asdict(ProbeResult(times, eval_s, save_s, load_s, size_mb, socket.gethostname(), name, torch.get_num_threads()))
+    return asdict(ProbeResult(times, eval_s, save_s, load_s, size_mb, socket.gethostname(), name, torch.get_num_threads(), build_s))

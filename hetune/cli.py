@@ -86,6 +86,51 @@ def cmd_plots(args: argparse.Namespace) -> int:
     return run_plots(args.inputs, Path(args.out), all_results=args.all, pdf=args.pdf)
 
 
+def _int_list(text: str) -> list[int]:
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from calibrate.runner import CalibrateRequest, run_calibration
+
+    req = CalibrateRequest(cluster=args.cluster, models=[m.strip() for m in args.models.split(",") if m.strip()],
+                           batch_sizes=args.batch_sizes, steps=args.steps, out=args.out, warmup=args.warmup,
+                           repeat=args.repeat, holdout=args.holdout, merge=args.merge, resume=args.resume,
+                           address=args.address, data_dir=args.data_dir, stem=args.stem,
+                           devices=[d for d in args.devices.split(",") if d])
+    bars: list[Any] = []  # made on the first cell, so bad input prints only its error line
+
+    def progress(desc: str, done: int, total: int) -> None:
+        if not bars:
+            bars.append(tqdm(total=total, unit="cell", file=sys.stderr, disable=args.quiet))
+        bars[0].n = done
+        bars[0].set_description(desc)
+        bars[0].refresh()
+
+    result = run_calibration(req, report=lambda line: print(line, file=sys.stderr), progress=progress)
+    for b in bars:
+        b.close()
+    for (model, device), (fit, pts) in sorted(result["fits"].items()):
+        print(f"{model:<9} on {device:<10} step_time_s = {fit.alpha_s:.4f} + {fit.beta_s_per_sample:.6f} x batch  "
+              f"(R^2 {fit.r2:.3f}, largest residual {fit.max_rel_residual:.1%}, {len(pts)} batch sizes)")
+    for w in result["warnings"]:
+        print(f"warning: {w}", file=sys.stderr)
+    for h in result["holdout"]:
+        print(f"held-out {h['model']} on {h['device']} batch {h['batch']}: measured {h['measured_s']:.4f} s, "
+              f"predicted {h['predicted_s']:.4f} s, error {h['error']:+.1%}")
+    for sp in result["spread"]:
+        print(f"repeat spread {sp['model']} on {sp['device']} batch {sp['batch']}: {sp['spread']:.1%}")
+    for f in result["failed"]:
+        print(f"failed cell {f.model} on {f.device} batch {f.batch}: {f.reason}", file=sys.stderr)
+    print(f"wrote {args.out}")
+    return 1 if result["missing"] and not result["fits"] else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="hetune", description="Plan and run PBT on heterogeneous clusters.")
     sub = ap.add_subparsers(dest="command", required=True)
@@ -119,6 +164,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="plots/figures")
     p.add_argument("--pdf", action="store_true", help="also write PDFs")
     p.set_defaults(fn=cmd_plots)
+
+    p = sub.add_parser("calibrate", help="measure step times through Ray and fit the simulator's models")
+    p.add_argument("--cluster", default="configs/clusters/local.toml", help="cluster config naming the device types")
+    p.add_argument("--models", default="resnet18", help="comma-separated: resnet18 (CIFAR-10), resnet50 (CIFAR-100)")
+    p.add_argument("--batch-sizes", type=_int_list, default=[32, 64, 128, 256])
+    p.add_argument("--holdout", type=_int_list, default=[], help="batch sizes measured only to check the fit")
+    p.add_argument("--steps", type=int, default=20, help="timed steps per cell")
+    p.add_argument("--warmup", type=int, default=2, help="untimed steps per cell")
+    p.add_argument("--repeat", type=int, default=1, help="repeats per cell; the spread is reported")
+    p.add_argument("--devices", default="", help="only these device types (comma-separated)")
+    p.add_argument("--out", required=True, help="calibration TOML to write")
+    p.add_argument("--merge", action="store_true", help="keep the other device types already in --out")
+    p.add_argument("--resume", action="store_true", help="skip cells already in --out")
+    p.add_argument("--address", default="", help="existing Ray cluster (auto or ray://host:port); default: local")
+    p.add_argument("--data-dir", default="", help="folder with the CIFAR python folders; default: synthetic batches")
+    p.add_argument("--stem", default="imagenet", help="imagenet (torchvision as is) or cifar (3x3 stem, no pool)")
+    p.add_argument("--quiet", action="store_true")
+    p.set_defaults(fn=cmd_calibrate)
 
     for extra in _extra_parsers:
         extra(sub)

@@ -18,6 +18,9 @@ class RayExecutor:
     def __init__(self, address: str) -> None:
         import ray
 
+        from calibrate.reach import check_reachable
+
+        check_reachable(address)
         try:
             ray.init(address=address, ignore_reinit_error=True, log_to_driver=False)
         except Exception as exc:  # Ray raises several types for an unreachable cluster

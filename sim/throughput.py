@@ -97,7 +97,8 @@ class Sample:
         ok: false when the cell failed.
         reason: why it failed.
         repeat: repeat index.
-        spread: relative spread of step times across repeats (max-min)/mean.
+        spread: relative spread of the timed steps (max - min) / mean.
+        heldout: measured to check the fit, not used in it.
     """
 
     model: str
@@ -108,6 +109,7 @@ class Sample:
     reason: str = ""
     repeat: int = 0
     spread: float = 0.0
+    heldout: bool = False
 
 
 @dataclass(frozen=True)

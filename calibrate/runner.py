@@ -1,0 +1,249 @@
+"""``hetune calibrate``: probe every (device type, model, batch size) cell through Ray and write the fits.
+
+Cells run one at a time (timings taken while other probes share the host would
+be wrong). The output file is rewritten atomically after every cell, so Ctrl-C
+leaves a valid file with the finished cells and ``--resume`` runs only the rest.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import platform
+import statistics
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from calibrate.build import DEFAULT_PARALLEL_FRACTION, build_file, fit_cells, holdout_errors
+from calibrate.discovery import DeviceTarget, discover, local_resources
+from calibrate.reach import check_reachable
+from sim.cluster import ClusterConfig, load_cluster
+from sim.errors import ConfigError
+from sim.throughput import Sample, load_calibration
+from sim.tomlfile import atomic_write_toml, read_toml
+
+CLASSES = {"resnet18": 10, "resnet50": 100}  # ResNet-18 on CIFAR-10, ResNet-50 on CIFAR-100
+DATASET = {"resnet18": "cifar10", "resnet50": "cifar100"}
+
+
+@dataclass
+class CalibrateRequest:
+    """What to measure.
+
+    Args:
+        cluster: cluster config path.
+        models: model names.
+        batch_sizes: batch sizes used in the fit (samples).
+        steps: timed steps per cell.
+        out: output calibration file.
+        warmup: untimed steps first.
+        repeat: repeats per cell (spread reported).
+        holdout: extra batch sizes measured only to check the fit.
+        merge: keep the output file's other device types.
+        resume: skip cells already in the output file.
+        address: Ray address ("" = start a local Ray).
+        data_dir: CIFAR folder ("" = synthetic batches).
+        stem: "imagenet" or "cifar".
+        devices: only these device types ("" = all of the cluster).
+    """
+
+    cluster: str
+    models: list[str]
+    batch_sizes: list[int]
+    steps: int
+    out: str
+    warmup: int = 2
+    repeat: int = 1
+    holdout: list[int] = field(default_factory=list)
+    merge: bool = False
+    resume: bool = False
+    address: str = ""
+    data_dir: str = ""
+    stem: str = "imagenet"
+    devices: list[str] = field(default_factory=list)
+
+
+def validate(req: CalibrateRequest) -> ClusterConfig:
+    """Refuse bad requests before Ray starts; returns the cluster config."""
+    for m in req.models:
+        if m not in CLASSES:
+            raise ConfigError("--models", "", f"unknown model {m!r} (known: {', '.join(CLASSES)})")
+    if not req.models:
+        raise ConfigError("--models", "", "name at least one model")
+    for b in req.batch_sizes + req.holdout:
+        if b <= 0:
+            raise ConfigError("--batch-sizes", "", f"batch sizes must be > 0, got {b}")
+    if not req.batch_sizes:
+        raise ConfigError("--batch-sizes", "", "name at least one batch size")
+    if req.steps < 1:
+        raise ConfigError("--steps", "", f"must be >= 1, got {req.steps}")
+    if req.repeat < 1:
+        raise ConfigError("--repeat", "", f"must be >= 1, got {req.repeat}")
+    if req.stem not in ("imagenet", "cifar"):
+        raise ConfigError("--stem", "", f"must be imagenet or cifar, got {req.stem!r}")
+    cluster = load_cluster(req.cluster)
+    for d in req.devices:
+        if d not in cluster.devices:
+            raise ConfigError("--devices", "", f"device type {d!r} is not in {req.cluster}")
+    if req.data_dir:
+        from real.cifar import load_cifar
+        for m in req.models:
+            load_cifar(req.data_dir, DATASET[m], "test", limit=1)
+    if (req.merge or req.resume) and Path(req.out).exists():
+        load_calibration(req.out)  # a broken existing file is refused, not overwritten
+    return cluster
+
+
+def _connect(req: CalibrateRequest, cluster: ClusterConfig):
+    import logging
+
+    import ray
+
+    check_reachable(req.address)
+    try:
+        if req.address:
+            ray.init(address=req.address, log_to_driver=False, logging_level=logging.WARNING)
+        else:
+            import os
+            ray.init(num_cpus=os.cpu_count() or 1, resources=local_resources(cluster), include_dashboard=False,
+                     log_to_driver=False, logging_level=logging.WARNING)
+    except Exception as exc:  # unreachable address, bad cluster: one line
+        raise ConfigError("--address", "", f"cannot start or reach Ray at {req.address or 'local'!r} "
+                          f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})") from None
+    return ray
+
+
+def _probe_task(model: str, batch: int, steps: int, warmup: int, target: DeviceTarget, stem: str,
+                data: Any, seed: int) -> dict[str, Any]:
+    from calibrate.probe import probe
+    return probe(model, CLASSES[model], batch, steps, warmup, device="cuda" if target.kind == "gpu" else "cpu",
+                 threads=target.num_cpus if target.kind == "cpu" else 0, slowdown=target.slowdown, stem=stem,
+                 eval_samples=min(1000, max(batch, 256)), data=data, seed=seed)
+
+
+def _versions(ray: Any) -> dict[str, str]:
+    import torch
+    return {"torch": torch.__version__, "cuda": str(torch.version.cuda), "ray": ray.__version__,
+            "python": platform.python_version()}
+
+
+def run_calibration(req: CalibrateRequest, report: Callable[[str], None] = print,
+                    progress: Callable[[str, int, int], None] | None = None) -> dict[str, Any]:
+    """Measure, fit and write the calibration file; returns a report (spreads, held-out errors, missing types).
+
+    Args:
+        req: the request.
+        report: where to print lines (warnings, missing device types).
+        progress: called with (cell description, done, total).
+    """
+    cluster = validate(req)
+    base = read_toml(req.out) if (req.merge or req.resume) and Path(req.out).exists() else None
+    done_cells = set()
+    samples: list[Sample] = []
+    if req.resume and base:
+        old = load_calibration(req.out)
+        samples = [s for s in old.samples if s.ok]
+        done_cells = {(s.model, s.device, s.batch, s.repeat) for s in samples}
+    ray = _connect(req, cluster)
+    try:
+        targets = discover(cluster, ray.nodes())
+        if req.devices:
+            targets = [t for t in targets if t.device in req.devices]
+        missing = [t for t in targets if not t.found]
+        for t in missing:
+            report(f"warning: device type {t.device!r} of {req.cluster} is not in the Ray cluster: {t.reason}")
+        data_ref: dict[str, Any] = {}
+        if req.data_dir:
+            from real.cifar import load_cifar
+            need = max(req.batch_sizes + req.holdout) * (req.steps + req.warmup)
+            for m in req.models:
+                data_ref[m] = ray.put(load_cifar(req.data_dir, DATASET[m], "train", limit=need))
+        cells = [(t, m, b, r, b in req.holdout and b not in req.batch_sizes)
+                 for t in targets for m in req.models for b in sorted(set(req.batch_sizes + req.holdout))
+                 for r in range(req.repeat)]
+        extras_raw: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        provenance = {
+            "source": "measured", "host": platform.node(), "date": dt.date.today().isoformat(),
+            "data": f"CIFAR from {req.data_dir}" if req.data_dir else "synthetic CIFAR-shaped batches",
+            "stem": req.stem, "steps": req.steps, "warmup": req.warmup, "repeat": req.repeat,
+            "emulated": ", ".join(f"{t.device} = slowed {t.slowdown:g}x on purpose" for t in targets if t.slowdown > 1)
+                        or "none",
+            **_versions(ray)}
+        device_names: dict[str, str] = {}
+        total = len(cells)
+        for i, (t, model, batch, rep, heldout) in enumerate(cells):
+            desc = f"{t.device} {model} batch {batch}" + (f" repeat {rep}" if req.repeat > 1 else "")
+            if progress:
+                progress(desc, i, total)
+            if (model, t.device, batch, rep) in done_cells:
+                continue
+            if not t.found:
+                samples.append(Sample(model, t.device, batch, ok=False, reason=t.reason, repeat=rep, heldout=heldout))
+                continue
+            remote = ray.remote(num_cpus=t.num_cpus, num_gpus=t.num_gpus, resources=t.resources or None,
+                                max_retries=0)(_probe_task)
+            t0 = time.perf_counter()
+            try:
+                res = ray.get(remote.remote(model, batch, req.steps, req.warmup, t, req.stem,
+                                            data_ref.get(model), rep))
+            except Exception as exc:  # OOM at a large batch, a lost node: record and go on
+                reason = str(getattr(exc, "cause", None) or exc).strip().splitlines()[-1][:200]
+                samples.append(Sample(model, t.device, batch, ok=False, reason=reason, repeat=rep, heldout=heldout))
+                report(f"warning: cell {desc} failed: {reason}")
+                _write(req, samples, extras_raw, provenance, device_names, base)
+                continue
+            wall = time.perf_counter() - t0
+            steps = res["step_times_s"]
+            mean = statistics.fmean(steps)
+            samples.append(Sample(model, t.device, batch, round(mean, 6), True, "", rep,
+                                  round((max(steps) - min(steps)) / mean, 4), heldout))
+            device_names[t.device] = res["device_name"]
+            # start overhead: whatever the task's wall time was beyond the measured work
+            worked = sum(steps) * (1 + req.warmup / req.steps) + res["eval_s"] + res["save_s"] + res["load_s"]
+            extras_raw.setdefault((model, t.device), []).append({
+                "eval_s": res["eval_s"] * 10_000 / min(1000, max(batch, 256)),  # scaled to the 10,000-image test set
+                "checkpoint_mb": res["checkpoint_mb"], "save_s": res["save_s"], "load_s": res["load_s"],
+                "start_overhead_s": max(0.0, wall - worked), "cores": t.num_cpus, "kind": t.kind})
+            _write(req, samples, extras_raw, provenance, device_names, base)
+        if progress:
+            progress("done", total, total)
+        data = _write(req, samples, extras_raw, provenance, device_names, base)
+    finally:
+        ray.shutdown()
+    fits = fit_cells(samples)
+    return {"missing": [t.device for t in missing], "fits": fits, "holdout": holdout_errors(samples, fits),
+            "spread": _repeat_spread(samples), "warnings": data[1], "failed": [s for s in samples if not s.ok]}
+
+
+def _repeat_spread(samples: list[Sample]) -> list[dict[str, Any]]:
+    """Per cell measured more than once: relative spread (max - min) / median of the repeats' means."""
+    by: dict[tuple[str, str, int], list[float]] = {}
+    for s in samples:
+        if s.ok:
+            by.setdefault((s.model, s.device, s.batch), []).append(s.step_time_s)
+    return [{"model": m, "device": d, "batch": b, "spread": (max(v) - min(v)) / statistics.median(v)}
+            for (m, d, b), v in sorted(by.items()) if len(v) > 1]
+
+
+def _write(req: CalibrateRequest, samples: list[Sample], extras_raw: dict[tuple[str, str], list[dict[str, Any]]],
+           provenance: dict[str, Any], device_names: dict[str, str], base: dict[str, Any] | None):
+    extras: dict[tuple[str, str], dict[str, Any]] = {}
+    base_models = (base or {}).get("models", {})
+    for key, rows in extras_raw.items():
+        model, device = key
+        ex: dict[str, Any] = {k: statistics.median(r[k] for r in rows)
+                              for k in ("eval_s", "checkpoint_mb", "save_s", "load_s", "start_overhead_s")}
+        if rows[0]["kind"] == "cpu":
+            ex["reference_cores"] = int(rows[0]["cores"])
+            # One core count cannot give Amdahl's parallel fraction: keep a known one.
+            ex["parallel_fraction"] = base_models.get(model, {}).get(device, {}).get("parallel_fraction",
+                                                                                    DEFAULT_PARALLEL_FRACTION)
+        extras[key] = ex
+    prov = dict(provenance, devices={d: n for d, n in sorted(device_names.items())})
+    data, warnings = build_file(samples, extras, prov, base)
+    if data["models"]:
+        Path(req.out).parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_toml(req.out, data, header=f"Measured by `hetune calibrate` on {provenance['host']}; "
+                                                "read by the simulator (sim/throughput.py).")
+    return data, warnings
