@@ -12,8 +12,9 @@ Timing charged per chunk (seconds, from the calibration of the worker's device t
   may change worker after any chunk, so its state is always saved);
 - exploit: ``copy_s + load_s`` of the donor's checkpoint.
 
-A trial keeps its own iteration counter (its budget of ``stop_iterations``);
-exploit copies the donor's model state (effective progress) and configuration.
+Exploit copies the donor's last checkpoint, as Ray Tune does: its model state
+(effective progress), its iteration counter and its last perturbation point;
+explore then perturbs the donor's configuration.
 """
 
 from __future__ import annotations
@@ -387,6 +388,11 @@ class Simulation:
         self._emit("exploit", t, w, donor=donor.id, donor_iteration=donor.ckpt.iteration,
                    duration_s=dur, load_s=load_s, copy_s=copy_s)
         t.progress = donor.ckpt.progress
+        # As in Ray Tune, the clone continues from the donor's checkpoint: its iteration counter
+        # (Tune's last_train_time) and last perturbation point come with it.
+        self.remaining -= donor.ckpt.iteration - t.iteration
+        t.iteration = donor.ckpt.iteration
+        t.last_perturbation = donor.last_perturbation
         new, ops = pbt_math.explore(donor.ckpt.config, self.pbt, self.pbt_rng)
         t.config = new
         self._emit("explore", t, w, old_config=old, new_config=dict(new), operations=ops)

@@ -96,6 +96,24 @@ def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
     atomic_write_text(path, buf.getvalue())
 
 
+def write_parquet(path: Path, rows: list[dict[str, Any]]) -> None:
+    """The same rows as a typed Parquet table (pandas + pyarrow) for large sweeps, atomically."""
+    import os
+    import tempfile
+
+    import pandas as pd
+
+    frame = pd.DataFrame(sorted(rows, key=lambda r: (r["strategy"], int(r["seed"]))), columns=columns(rows))
+    fd, tmp = tempfile.mkstemp(prefix=".sweep.", suffix=".parquet", dir=path.parent)
+    os.close(fd)
+    try:
+        frame.to_parquet(tmp, index=False)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
 def read_csv(path: Path) -> list[dict[str, Any]]:
     """Read sweep rows back (numbers parsed, empty cells as None)."""
     out = []
@@ -225,6 +243,7 @@ def run_sweep(experiment: str, overrides: list[str], strategies: list[str], seed
         if progress:
             progress(len(rows), total)
     write_csv(csv_path, rows)
+    write_parquet(out_dir / "sweep.parquet", rows)
     rank = ranking(rows)
     atomic_write_json(out_dir / "ranking.json", {"experiment": inputs.experiment.experiment.name,
                                                  "best": rank[0]["strategy"] if rank else None,

@@ -61,6 +61,8 @@ def test_sweep_ranks_resumes_and_skips_finished_cells(tmp_path, capsys, default_
     again = list(csv.DictReader((out / "sweep.csv").open()))
     assert len(again) == 4
     assert any(float(r["makespan_s"]) == 123456 for r in again)
+    import pandas as pd
+    assert len(pd.read_parquet(out / "sweep.parquet")) == 4
     ranking = json.loads((out / "ranking.json").read_text())
     assert ranking["best"] in ("tune-default", "hrfs")
     # resuming with another config is refused, nothing lost

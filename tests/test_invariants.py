@@ -34,7 +34,8 @@ def check_invariants(events: list[dict], interval: int, stop: int) -> None:
         spans.sort()
         for (a0, a1), (b0, b1) in zip(spans, spans[1:]):
             assert b0 >= a1 - 1e-6
-    # Every iteration of every trial is simulated exactly once, in order.
+    # Every iteration of a trial's lineage is simulated exactly once, in order; an exploit moves
+    # the trial to its donor's checkpointed iteration (Ray Tune's semantics).
     reached = defaultdict(int)
     stopped = set()
     last_acc: dict[int, float] = {}
@@ -51,6 +52,7 @@ def check_invariants(events: list[dict], interval: int, stop: int) -> None:
             # only at perturbation points, and only from a better-ranked (top-quantile) donor
             assert e["iteration"] % interval == 0
             assert last_acc[e["donor"]] >= last_acc[t]
+            reached[t] = e["donor_iteration"]
         if e["kind"] == "stop":
             stopped.add(t)
             assert e["iteration"] == stop or e["reason"] == "target_accuracy"

@@ -1,0 +1,114 @@
+"""calibrate: the fit, device discovery, a real local Ray probe, resume/merge, failed cells, bad input."""
+
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pytest
+import toml
+
+from calibrate.discovery import discover, local_resources
+from calibrate.fit import amdahl_parallel_fraction, fit_step_time
+from calibrate.runner import CalibrateRequest, run_calibration
+from conftest import REPO
+from hetune.cli import main
+from sim.cluster import load_cluster
+from sim.engine import simulate
+from sim.loader import load_inputs
+from sim.throughput import load_calibration
+
+LOCAL = REPO / "configs/clusters/local.toml"
+
+
+def test_fit_recovers_known_alpha_and_beta():
+    rng = np.random.default_rng(0)
+    batches = [16, 32, 64, 128, 256]
+    times = [0.05 + 0.002 * b for b in batches]
+    fit = fit_step_time(batches, times)
+    assert fit.alpha_s == pytest.approx(0.05) and fit.beta_s_per_sample == pytest.approx(0.002)
+    assert fit.r2 == pytest.approx(1.0) and fit.max_rel_residual < 1e-9
+    noisy = [t * (1 + rng.normal(0, 0.01)) for t in times]
+    fit = fit_step_time(batches, noisy)
+    assert fit.alpha_s == pytest.approx(0.05, abs=0.01) and fit.beta_s_per_sample == pytest.approx(0.002, rel=0.03)
+    # a negative intercept is refitted through the origin
+    fit = fit_step_time([10, 20], [0.5, 1.5])
+    assert fit.alpha_s == 0.0 and fit.beta_s_per_sample > 0
+    assert amdahl_parallel_fraction(1.0, 2, 1.5, 1) == pytest.approx(0.5)
+
+
+def test_discovery_cross_checks_the_config_against_ray():
+    cluster = load_cluster(REPO / "configs/clusters/mixed-small.toml")
+    nodes = [{"Alive": True, "Resources": {"CPU": 16, "GPU": 2, "accelerator_type:V100": 1}},
+             {"Alive": True, "Resources": {"CPU": 16}},
+             {"Alive": False, "Resources": {"CPU": 16, "GPU": 2, "accelerator_type:P100": 1}}]
+    found = {t.device: t for t in discover(cluster, nodes)}
+    assert found["v100"].found and found["v100"].resources == {"accelerator_type:V100": 0.001}
+    assert found["cpu"].found and found["cpu"].num_cpus == 8
+    assert not found["p100"].found and "P100" in found["p100"].reason  # its node is dead
+    assert not found["k80"].found
+    assert local_resources(load_cluster(LOCAL)) == {"device:cpu-fast": 1, "device:cpu-slow": 1}
+
+
+@pytest.fixture(scope="module")
+def probed(tmp_path_factory):
+    """One real local Ray calibration: resnet18, batches 8 and 16, 2 steps, emulated device types.
+
+    The output starts as a copy of reference.toml and is written with --merge, so the GPU
+    entries must survive; a v100 type absent from Ray must be reported as failed cells.
+    """
+    tmp = tmp_path_factory.mktemp("cal")
+    cluster = toml.loads(LOCAL.read_text())
+    cluster["devices"]["v100"] = {"kind": "gpu", "accelerator_type": "V100"}
+    cluster["nodes"].append({"name": "gpu", "device": "v100", "gpus": 1, "cpus": 1})
+    (tmp / "cluster.toml").write_text(toml.dumps(cluster))
+    out = tmp / "cal.toml"
+    shutil.copy(REPO / "configs/calibration/reference.toml", out)
+    req = CalibrateRequest(cluster=str(tmp / "cluster.toml"), models=["resnet18"], batch_sizes=[8, 16], steps=2,
+                           warmup=1, out=str(out), merge=True)
+    lines: list[str] = []
+    result = run_calibration(req, report=lines.append)
+    return tmp, req, out, result, lines
+
+
+def test_local_probe_writes_a_file_the_simulator_loads(probed, tmp_path):
+    tmp, _, out, result, lines = probed
+    cal = load_calibration(out)
+    fast, slow = cal.models["resnet18"]["cpu-fast"], cal.models["resnet18"]["cpu-slow"]
+    assert fast.source == "measured" and fast.checkpoint_mb > 40 and fast.save_s > 0
+    # the emulated slow type is slower on purpose (3x, minus this machine's noise)
+    assert slow.step_time_s(16, 1, "cpu") > 1.5 * fast.step_time_s(16, 1, "cpu")
+    assert cal.models["resnet18"]["k80"].source == "published"  # --merge kept the reference entries
+    assert cal.provenance["data"] == "synthetic CIFAR-shaped batches" and "torch" in cal.provenance
+    assert "v100" in result["missing"] and any("v100" in line for line in lines)
+    failed = [s for s in cal.samples if not s.ok]
+    assert {s.device for s in failed} == {"v100"} and all(s.reason for s in failed)
+    exp = REPO / "configs/experiments/pbt-resnet18-cifar10.toml"
+    inputs = load_inputs(exp, [f"cluster.path={LOCAL}", f"calibration.path={out}", "experiment.population=3",
+                               "experiment.stop_iterations=100"])
+    assert simulate(inputs, "tune-default", 0).trials[0].status == "stopped"
+
+
+def test_resume_skips_finished_cells(probed):
+    tmp, req, out, _, _ = probed
+    before = {(s.device, s.batch): s.step_time_s for s in load_calibration(out).samples if s.ok and s.device.startswith("cpu-")}
+    req2 = CalibrateRequest(**{**req.__dict__, "batch_sizes": [8, 16, 12], "resume": True, "devices": ["cpu-fast"]})
+    run_calibration(req2, report=lambda _: None)
+    after = {(s.device, s.batch): s.step_time_s for s in load_calibration(out).samples if s.ok and s.device.startswith("cpu-")}
+    assert all(after[k] == v for k, v in before.items() if k[0] == "cpu-fast")  # not re-measured
+    assert ("cpu-fast", 12) in after
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--models", "vgg16"], "--models: unknown model 'vgg16'"),
+    (["--batch-sizes", "0,32"], "--batch-sizes: batch sizes must be > 0, got 0"),
+    (["--data-dir", "/nonexistent/cifar"], "no cifar10 python folder at /nonexistent/cifar/cifar-10-batches-py"),
+    (["--address", "127.0.0.1:9"], "--address: cannot reach Ray at '127.0.0.1:9'"),
+    (["--cluster", "/nonexistent.toml"], "/nonexistent.toml: file not found"),
+])
+def test_bad_input_gets_one_clear_line(tmp_path, capsys, args, needle):
+    out = tmp_path / "cal.toml"
+    code = main(["calibrate", "--out", str(out), "--quiet"] + args)
+    err = capsys.readouterr().err
+    assert code == 2 and needle in err and "Traceback" not in err
+    assert not out.exists()
