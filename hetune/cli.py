@@ -131,6 +131,26 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     return 1 if result["missing"] and not result["fits"] else 0
 
 
+def cmd_validate(args: argparse.Namespace) -> int:
+    from real.validate import run_validate
+
+    out = Path(args.out)
+    summary = run_validate(args.experiment, args.overrides, args.strategy, out, data_dir=args.data_dir, seed=args.seed,
+                           report_interval_s=args.report_interval, address=args.address, quiet=args.quiet)
+    ttt = summary["time_to_target_s"]
+    print(f"real run ({summary['strategy']}): time to target {'never' if ttt is None else f'{ttt:,.0f} s'}, "
+          f"makespan {summary['makespan_s']:,.0f} s, best accuracy {summary['best_accuracy']:.3f}, "
+          f"exploits {summary['exploits']} -> {out}")
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from real.compare import compare, format_fidelity
+
+    print(format_fidelity(compare(Path(args.run))))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="hetune", description="Plan and run PBT on heterogeneous clusters.")
     sub = ap.add_subparsers(dest="command", required=True)
@@ -182,6 +202,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--stem", default="imagenet", help="imagenet (torchvision as is) or cifar (3x3 stem, no pool)")
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(fn=cmd_calibrate)
+
+    p = sub.add_parser("validate", help="run a strategy as a real Ray Tune PBT run, recorded as events")
+    p.add_argument("experiment")
+    p.add_argument("--strategy", default="best", help="a strategy, or best (the latest sweep's best)")
+    p.add_argument("--out", required=True, help="result folder")
+    p.add_argument("--data-dir", default="", help="folder holding the CIFAR python folders")
+    p.add_argument("--seed", type=int)
+    p.add_argument("--report-interval", type=float, default=300.0, help="seconds between status tables")
+    p.add_argument("--address", default="", help="a Ray cluster; default: emulate the cluster config here")
+    p.add_argument("--quiet", action="store_true", help="no status tables")
+    _add_common(p)
+    p.set_defaults(fn=cmd_validate)
+
+    p = sub.add_parser("compare", help="real run against the simulator's prediction of it")
+    p.add_argument("run", help="a folder written by validate")
+    p.set_defaults(fn=cmd_compare)
 
     for extra in _extra_parsers:
         extra(sub)

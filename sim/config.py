@@ -118,6 +118,8 @@ class ExperimentInfo:
             is when the first trial reaches it.
         checkpoint_interval: iterations between checkpoints.
         max_failures: trial restarts allowed after a failure (real runs).
+        eval_samples: test images evaluated at the end of every chunk (the calibration's
+            eval_s is for the 10,000-image CIFAR test set and is scaled to this).
         seed: default seed.
     """
 
@@ -130,6 +132,7 @@ class ExperimentInfo:
     target_accuracy: float = 0.8
     checkpoint_interval: int = 50
     max_failures: int = 3
+    eval_samples: int = 10_000
     seed: int = 0
 
     def check(self) -> Iterator[tuple[str, str]]:
@@ -145,10 +148,43 @@ class ExperimentInfo:
             yield "checkpoint_interval", f"must be >= 1, got {self.checkpoint_interval}"
         if self.max_failures < 0:
             yield "max_failures", f"must be >= 0, got {self.max_failures}"
+        if self.eval_samples < 1:
+            yield "eval_samples", f"must be >= 1, got {self.eval_samples}"
 
     @property
     def num_classes(self) -> int:
         return 100 if self.dataset == "cifar100" else 10
+
+
+@dataclass(frozen=True)
+class RealConfig:
+    """Settings of real runs (hetune validate).
+
+    Args:
+        data_dir: folder holding the CIFAR python folders ("" = use --data-dir).
+        synthetic: train on a small synthetic CIFAR-format dataset with a learnable signal (smoke runs).
+        synthetic_train: training images of the synthetic dataset.
+        stem: "imagenet" (torchvision as is) or "cifar".
+        threads: torch CPU threads per trial.
+        storage_path: Ray Tune storage ("" = <out>/tune); must be shared storage on multi-node clusters.
+        shared_storage: the user asserts storage_path is visible from every node.
+        fail_once_at_step: fault injection for tests: every trial's process dies once at this step (0 = off).
+    """
+
+    data_dir: str = ""
+    synthetic: bool = False
+    synthetic_train: int = 2000
+    stem: Literal["imagenet", "cifar"] = "imagenet"
+    threads: int = 1
+    storage_path: str = ""
+    shared_storage: bool = False
+    fail_once_at_step: int = 0
+
+    def check(self) -> Iterator[tuple[str, str]]:
+        if self.threads < 1:
+            yield "threads", f"must be >= 1, got {self.threads}"
+        if self.synthetic_train < 1:
+            yield "synthetic_train", f"must be >= 1, got {self.synthetic_train}"
 
 
 @dataclass(frozen=True)
@@ -163,6 +199,7 @@ class ExperimentConfig:
         surrogate: learning-curve surrogate parameters.
         strategy: default strategy.
         strategies: per-strategy parameter tables, validated by each strategy.
+        real: settings of real runs.
     """
 
     experiment: ExperimentInfo
@@ -172,6 +209,7 @@ class ExperimentConfig:
     surrogate: SurrogateParams = field(default_factory=SurrogateParams)
     strategy: StrategyChoice = field(default_factory=StrategyChoice)
     strategies: dict[str, dict[str, Any]] = field(default_factory=dict)
+    real: RealConfig = field(default_factory=RealConfig)
 
     def check(self) -> Iterator[tuple[str, str]]:
         if self.pbt.perturbation_interval % self.experiment.checkpoint_interval != 0:

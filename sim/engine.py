@@ -6,7 +6,7 @@ Timing charged per chunk (seconds, from the calibration of the worker's device t
 - resume on a worker that does not hold the trial in memory:
   ``start_overhead_s + copy_s + load_s``, where ``copy_s = checkpoint_mb * 8 / 1000 / network_gbps``
   when the checkpoint lies on another node, else 0;
-- compute: ``iterations * step_time_s + eval_s`` (one evaluation per chunk);
+- compute: ``iterations * step_time_s + eval_s * eval_samples / 10,000`` (one evaluation per chunk);
 - checkpoint save at the end of every chunk: ``save_s`` (chunks end at checkpoint
   boundaries, or earlier when a strategy asks for fewer iterations, and a trial
   may change worker after any chunk, so its state is always saved);
@@ -329,7 +329,7 @@ class Simulation:
         ci = self.info.checkpoint_interval
         to_boundary = ci - (t.iteration % ci)
         k = min(wanted, to_boundary, self.stop_iterations - t.iteration)
-        dur = k * w.step_time_s + dm.eval_s
+        dur = k * w.step_time_s + self.eval_s(dm)
         yield self.env.timeout(dur)
         t.progress = surrogate.advance(self.params, t.progress, t.config, k)
         t.iteration += k
@@ -357,6 +357,10 @@ class Simulation:
             if self.ranking.in_bottom(t.id, self.pbt.quantile_fraction):
                 yield from self._exploit(t, w)
         self._make_runnable(t)
+
+    def eval_s(self, dm: DeviceModel) -> float:
+        """Seconds of one evaluation: the calibration's full test set scaled to experiment.eval_samples."""
+        return dm.eval_s * self.info.eval_samples / 10_000
 
     def _at_perturbation_point(self, t: Trial) -> bool:
         return (t.iteration % self.pbt.perturbation_interval == 0

@@ -33,7 +33,8 @@ def resolved_config(inputs: RunInputs, strategy: str, seed: int) -> dict[str, An
     return data
 
 
-def write_run(out_dir: str | Path, inputs: RunInputs, events: list[dict[str, Any]], strategy: str, seed: int) -> dict[str, Any]:
+def write_run(out_dir: str | Path, inputs: RunInputs, events: list[dict[str, Any]], strategy: str, seed: int,
+              extra: dict[str, Any] | None = None) -> dict[str, Any]:
     """Write the three files of a run; events first and summary last, so a folder whose
     summary.json exists is complete.
 
@@ -43,6 +44,7 @@ def write_run(out_dir: str | Path, inputs: RunInputs, events: list[dict[str, Any
         events: the event log.
         strategy: strategy name.
         seed: the seed.
+        extra: more summary fields (e.g. {"kind": "real"}).
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -51,5 +53,7 @@ def write_run(out_dir: str | Path, inputs: RunInputs, events: list[dict[str, Any
     atomic_write_toml(out / "calibration.toml", to_mapping(inputs.calibration))
     atomic_write_text(out / "events.jsonl", ev.dumps(events))
     summary = run_summary(inputs, events, strategy, seed)
+    summary["kind"] = "sim"
+    summary.update(extra or {})
     atomic_write_json(out / "summary.json", summary)
     return summary

@@ -1,0 +1,84 @@
+"""``hetune compare``: how far the simulator was from a real run of the same experiment and strategy.
+
+The real run's folder holds its resolved config (experiment, strategy, seed,
+cluster and calibration paths); the simulator runs that same config, and both
+event logs go through the same summary code. Errors are (simulated - real) / real.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from sim.engine import simulate
+from sim.errors import ConfigError
+from sim.events import read_events
+from sim.loader import load_inputs
+from sim.results import prices
+from sim.summary import summarize
+from sim.tomlfile import atomic_write_json, read_toml
+
+
+def seconds_per_iteration(events: list[dict[str, Any]]) -> dict[str, float]:
+    """Mean chunk seconds per iteration (training + evaluation) per device type."""
+    secs: dict[str, float] = defaultdict(float)
+    its: dict[str, int] = defaultdict(int)
+    for e in events:
+        if e["kind"] == "chunk" and e.get("iterations"):
+            secs[e["device"]] += float(e["duration_s"])
+            its[e["device"]] += int(e["iterations"])
+    return {d: secs[d] / its[d] for d in sorted(its) if its[d]}
+
+
+def _err(sim: float | None, real: float | None) -> float | None:
+    if sim is None or real is None or real == 0:
+        return None
+    return round(100.0 * (sim - real) / real, 2)
+
+
+def compare(run_dir: Path) -> dict[str, Any]:
+    """Simulate the real run's config and write fidelity.json into ``run_dir``."""
+    cfg_path = run_dir / "config.toml"
+    cfg = read_toml(cfg_path)
+    strategy = cfg.get("strategy", {}).get("name", "tune-default")
+    seed = int(cfg.get("experiment", {}).get("seed", 0))
+    inputs = load_inputs(cfg_path)
+    real_events = read_events(run_dir / "events.jsonl")
+    target = inputs.experiment.experiment.target_accuracy
+    real = summarize(real_events, target, prices(inputs))
+    sim_events = simulate(inputs, strategy, seed).events
+    sim = summarize(sim_events, target, prices(inputs))
+    real_spi, sim_spi = seconds_per_iteration(real_events), seconds_per_iteration(sim_events)
+    if not real_spi:
+        raise ConfigError(str(run_dir / "events.jsonl"), "", "no chunk events: the real run did not train")
+    out = {
+        "strategy": strategy, "seed": seed,
+        "makespan_s": {"real": real["makespan_s"], "sim": sim["makespan_s"]},
+        "makespan_error_pct": _err(sim["makespan_s"], real["makespan_s"]),
+        "time_to_target_s": {"real": real["time_to_target_s"], "sim": sim["time_to_target_s"]},
+        "time_to_target_error_pct": _err(sim["time_to_target_s"], real["time_to_target_s"]),
+        "seconds_per_iteration": {d: {"real": round(real_spi[d], 6), "sim": round(sim_spi.get(d, 0.0), 6)}
+                                  for d in real_spi},
+        "step_time_error_pct": {d: _err(sim_spi.get(d), real_spi[d]) for d in real_spi},
+        "exploits": {"real": real["exploits"], "sim": sim["exploits"]},
+        "best_accuracy": {"real": real["best_accuracy"], "sim": sim["best_accuracy"]},
+    }
+    atomic_write_json(run_dir / "fidelity.json", out)
+    return out
+
+
+def format_fidelity(f: dict[str, Any]) -> str:
+    """Fidelity as readable lines."""
+    def pct(v: float | None) -> str:
+        return "n/a" if v is None else f"{v:+.1f}%"
+    lines = [f"strategy {f['strategy']}, seed {f['seed']}",
+             f"makespan: real {f['makespan_s']['real']:,.1f} s, sim {f['makespan_s']['sim']:,.1f} s, "
+             f"error {pct(f['makespan_error_pct'])}",
+             f"time to target: real {f['time_to_target_s']['real']}, sim {f['time_to_target_s']['sim']}, "
+             f"error {pct(f['time_to_target_error_pct'])}"]
+    for d, v in f["seconds_per_iteration"].items():
+        lines.append(f"seconds per iteration on {d}: real {v['real']:.4f}, sim {v['sim']:.4f}, "
+                     f"error {pct(f['step_time_error_pct'][d])}")
+    lines.append(f"exploits: real {f['exploits']['real']}, sim {f['exploits']['sim']}")
+    return "\n".join(lines)

@@ -1,0 +1,197 @@
+"""Record a real Ray Tune run in the simulator's event schema (sim/events.py).
+
+A Tune Callback turns trial starts, results, checkpoints, pauses, stops and
+errors into events; the recording PBT scheduler adds exploit and explore
+events. Times are wall-clock seconds since the run started. Workers are the
+slots of the strategy's worker list: a trial running on node N holds the
+lowest free slot of N, so the same timeline and utilization code serves both.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from ray.tune import Callback
+from ray.tune.schedulers import PopulationBasedTraining
+
+from sim.cluster import WorkerSpec
+from sim.events import make_event
+
+
+def trial_index(trial: Any) -> int:
+    """Tune trial ids end in a 5-digit creation index ("3f2a1_00004" -> 4)."""
+    return int(str(trial.trial_id).rsplit("_", 1)[-1])
+
+
+class EventLog:
+    """Events of a real run, shared by the callback and the scheduler (both live in the driver)."""
+
+    def __init__(self, workers: list[WorkerSpec], checkpoint_interval: int, target_accuracy: float,
+                 stop_iterations: int, t0: float | None = None) -> None:
+        self.t0 = time.time() if t0 is None else t0
+        self.events: list[dict[str, Any]] = []
+        self.workers = workers
+        self.interval = checkpoint_interval
+        self.target = target_accuracy
+        self.stop_iterations = stop_iterations
+        self.slot_of: dict[int, int] = {}  # trial -> worker slot
+        self.state: dict[int, dict[str, Any]] = {}
+        for i, w in enumerate(workers):
+            self.events.append(make_event(0.0, "worker_added", worker=i, node=w.node, device=w.device, devices=w.devices))
+
+    def now(self, wall: float | None = None) -> float:
+        return max(0.0, (time.time() if wall is None else wall) - self.t0)
+
+    def _slot(self, trial: int, node: str, device: str) -> int:
+        if trial in self.slot_of:
+            return self.slot_of[trial]
+        busy = set(self.slot_of.values())
+        free = [i for i, w in enumerate(self.workers) if w.node == node and i not in busy]
+        free = free or [i for i, w in enumerate(self.workers) if w.device == device and i not in busy]
+        slot = free[0] if free else len(self.workers) - 1
+        self.slot_of[trial] = slot
+        return slot
+
+    def release(self, trial: int) -> None:
+        self.slot_of.pop(trial, None)
+
+    def emit(self, t: float, kind: str, trial: int, st: dict[str, Any], **extra: Any) -> None:
+        w = st.get("worker")
+        self.events.append(make_event(
+            t, kind, trial=trial, iteration=st.get("iteration", 0), accuracy=st.get("accuracy"), worker=w,
+            node=None if w is None else self.workers[w].node, device=None if w is None else self.workers[w].device,
+            **extra))
+
+    def sorted_events(self) -> list[dict[str, Any]]:
+        """Events in time order (the scheduler's and the callback's interleave)."""
+        return sorted(self.events, key=lambda e: e["t"])
+
+
+class RecorderCallback(Callback):
+    """Turn Tune's trial lifecycle into events."""
+
+    def __init__(self, log: EventLog) -> None:
+        self.log = log
+
+    def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        st = self.log.state.setdefault(trial_index(trial), {"iteration": 0, "accuracy": None, "started": False})
+        if st.get("worker") is not None:  # restarted without a pause we saw (e.g. new resources)
+            self._end(trial, "pause")
+        st["start_wall"] = time.time()
+        st["fresh"] = True
+
+    def on_trial_result(self, iteration: int, trials: list, trial: Any, result: dict, **info: Any) -> None:
+        log = self.log
+        i = trial_index(trial)
+        st = log.state.setdefault(i, {"iteration": 0, "accuracy": None, "started": False, "start_wall": time.time()})
+        wall = float(result.get("wall_time", time.time()))
+        work = float(result["step_s"]) + float(result["eval_s"]) + float(result["save_s"])
+        if st.get("fresh"):
+            st["fresh"] = False
+            st["worker"] = log._slot(i, str(result["node"]), str(result["device"]))
+            t_work_start = wall - work
+            overhead = max(0.0, t_work_start - st["start_wall"])
+            st["chunk_start_iter"] = int(result["step"]) - 1
+            st["chunk_s"] = 0.0
+            if not st["started"]:
+                st["started"] = True
+                log.emit(log.now(t_work_start), "trial_start", i, st, config=_hp(trial.config), duration_s=overhead)
+            else:
+                log.emit(log.now(t_work_start), "resume", i, st, duration_s=overhead,
+                         load_s=float(result["load_s"]), copy_s=0.0)
+        st["chunk_s"] = st.get("chunk_s", 0.0) + float(result["step_s"]) + float(result["eval_s"])
+        st["iteration"] = int(result["step"])
+        st["accuracy"] = float(result["accuracy"])
+        if float(result["save_s"]) > 0 or st["iteration"] >= log.stop_iterations:
+            t_chunk_end = wall - float(result["save_s"])
+            log.emit(log.now(t_chunk_end), "chunk", i, st, iterations=st["iteration"] - st["chunk_start_iter"],
+                     duration_s=st["chunk_s"])
+            if float(result["save_s"]) > 0:
+                log.emit(log.now(wall), "checkpoint", i, st, duration_s=float(result["save_s"]))
+            st["chunk_start_iter"] = st["iteration"]
+            st["chunk_s"] = 0.0
+        if st.pop("pause_pending", False):  # the scheduler decided before this callback ran
+            self._end(trial, "pause")
+
+    def _end(self, trial: Any, kind: str, **extra: Any) -> None:
+        """The trial leaves its slot: pause, stop or failure (a stop is recorded even when paused)."""
+        log = self.log
+        i = trial_index(trial)
+        st = log.state.get(i)
+        if st is None or st.get("stopped"):
+            return
+        if st.get("worker") is None:
+            if kind == "pause":
+                return
+            st["worker"] = st.get("last_worker")
+        log.emit(log.now(), kind, i, st, **extra)
+        log.release(i)
+        st["last_worker"] = st["worker"]
+        st["worker"] = None
+        st["fresh"] = True
+        st["stopped"] = kind == "stop"
+
+    def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        st = self.log.state.get(trial_index(trial), {})
+        reason = "target_accuracy" if (st.get("accuracy") or 0) >= self.log.target else "stop_iterations"
+        self._end(trial, "stop", reason=reason)
+
+    def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        st = self.log.state.get(trial_index(trial), {})
+        lost = st.get("iteration", 0) % self.log.interval
+        self._end(trial, "failure", reason=str(getattr(trial, "error_file", "") or "trial error"), lost_iterations=lost)
+
+    def on_trial_recover(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        st = self.log.state.get(trial_index(trial), {})
+        lost = st.get("iteration", 0) % self.log.interval
+        self._end(trial, "failure", reason="trial failed; restarting from its last checkpoint", lost_iterations=lost)
+
+    def pause(self, trial: Any) -> None:
+        """Called by the scheduler when it pauses a running trial; recorded after the result's chunk."""
+        self.log.state.setdefault(trial_index(trial), {"iteration": 0, "accuracy": None, "started": True})[
+            "pause_pending"] = True
+
+    def on_experiment_end(self, trials: list, **info: Any) -> None:
+        end = max([e["t"] for e in self.log.events] + [0.0])
+        for i, w in enumerate(self.log.workers):
+            self.log.events.append(make_event(end, "worker_removed", worker=i, node=w.node, device=w.device,
+                                              devices=w.devices))
+
+
+def _hp(config: dict[str, Any]) -> dict[str, float]:
+    return {k: float(v) for k, v in sorted(config.items()) if isinstance(v, (int, float)) and not isinstance(v, bool)}
+
+
+class RecordingPBT(PopulationBasedTraining):
+    """Ray Tune's PBT, unchanged, that also logs every exploit and explore as events."""
+
+    def __init__(self, log: EventLog, recorder: RecorderCallback, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._hetune_log = log
+        self._hetune_recorder = recorder
+
+    def _exploit(self, tune_controller: Any, trial: Any, trial_to_clone: Any) -> None:
+        log = self._hetune_log
+        i, d = trial_index(trial), trial_index(trial_to_clone)
+        st = log.state.setdefault(i, {"iteration": 0, "accuracy": None, "started": True})
+        donor_state = self._trial_state[trial_to_clone]
+        # The donor's latest checkpoint: trials checkpoint at every interval boundary.
+        last = int((donor_state.last_result or {}).get("step", 0))
+        donor_iter = last - last % log.interval
+        old = _hp(trial.config)
+        log.emit(log.now(), "exploit", i, st, donor=d, donor_iteration=donor_iter, duration_s=0.0, load_s=0.0,
+                 copy_s=0.0)
+        super()._exploit(tune_controller, trial, trial_to_clone)
+        log.emit(log.now(), "explore", i, st, old_config=old, new_config=_hp(trial.config), operations={})
+        self._hetune_recorder.pause(trial)  # Tune pauses the trial to restart it from the donor's checkpoint
+
+    def on_trial_result(self, tune_controller: Any, trial: Any, result: dict) -> str:
+        # The scheduler sees a result before the recorder callback does: an exploit decided
+        # here is at the result's iteration and accuracy.
+        st = self._hetune_log.state.setdefault(trial_index(trial), {"iteration": 0, "accuracy": None, "started": True})
+        st["iteration"], st["accuracy"] = int(result.get("step", 0)), float(result.get("accuracy", 0.0))
+        decision = super().on_trial_result(tune_controller, trial, result)
+        if decision == self.PAUSE:  # time-multiplexing: a paused or pending trial waits
+            self._hetune_recorder.pause(trial)
+        return decision

@@ -1,0 +1,205 @@
+"""``hetune validate``: run a strategy as a real Ray Tune PBT run and record it in the simulator's schema.
+
+On this machine the cluster config is emulated with one Ray node per config
+node on this host (``ray.cluster_utils.Cluster``): each node carries its
+``device:<type>`` resource and a ``hetune-node:<name>`` label, and trials on
+an emulated slow type sleep to be slower on purpose. ``--address`` runs on a
+real Ray cluster instead.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from sim import strategies as strategy_registry
+from sim.cluster import WorkerSpec
+from sim.errors import ConfigError
+from sim.loader import RunInputs, load_inputs
+from sim.pbt import sample_config
+from sim.results import write_run
+
+import numpy as np
+
+
+def best_strategy(experiment_name: str, results: Path = Path("results")) -> str:
+    """The best strategy of the latest sweep (ranking.json) of this experiment under ``results``."""
+    found = []
+    for f in results.rglob("ranking.json") if results.is_dir() else []:
+        try:
+            data = json.loads(f.read_text())
+        except (OSError, json.JSONDecodeError):
+            continue
+        if data.get("experiment") == experiment_name and data.get("best"):
+            found.append((f.stat().st_mtime, data["best"]))
+    if not found:
+        raise ConfigError("--strategy", "best", f"no sweep of experiment {experiment_name!r} under {results}/; "
+                          "run `hetune sweep` first")
+    return max(found)[1]
+
+
+def _workers(inputs: RunInputs, strategy: str) -> tuple[list[WorkerSpec], Any]:
+    cluster = inputs.cluster
+    kinds = {n: d.kind for n, d in cluster.devices.items()}
+    cal = inputs.calibration
+    model = inputs.experiment.experiment.model
+
+    def step_time_s(device: str, devices: int) -> float:
+        return cal.device_model(model, device).step_time_s(inputs.experiment.experiment.batch_size, devices, kinds[device])
+
+    s = strategy_registry.create(strategy, inputs.strategy_params(strategy))
+    return s.workers(cluster, step_time_s), step_time_s
+
+
+def _start_ray(inputs: RunInputs, address: str, storage: Path, shared: bool):
+    import ray
+
+    from calibrate.reach import check_reachable
+
+    if address:
+        check_reachable(address)
+        ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
+        alive = [n for n in ray.nodes() if n.get("Alive")]
+        if len(alive) > 1 and not shared and "://" not in str(storage):
+            ray.shutdown()
+            raise ConfigError("real.storage_path", "", f"{storage} is a local path but the Ray cluster has "
+                              f"{len(alive)} nodes: use shared storage (NFS path with real.shared_storage = true, "
+                              "or s3://, gs://)")
+        return ray, None
+    from ray.cluster_utils import Cluster
+
+    cluster = inputs.cluster
+    if any(cluster.devices[g.device].kind == "gpu" for _, g in cluster.node_names()):
+        raise ConfigError(inputs.experiment.cluster.path, "nodes", "has GPU nodes, which cannot be emulated on "
+                          "this machine; run on a Ray cluster with those GPUs (--address)")
+    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 0})
+    for name, g in cluster.node_names():
+        slots = g.cpus // (g.worker_cpus or g.cpus)
+        c.add_node(num_cpus=g.cpus, resources={f"device:{g.device}": float(slots), f"hetune-node:{name}": 1.0})
+    ray.init(address=c.address, log_to_driver=False, logging_level=logging.WARNING)
+    c.wait_for_nodes()
+    return ray, c
+
+
+def run_validate(experiment: str, overrides: list[str], strategy: str, out: Path, data_dir: str = "",
+                 seed: int | None = None, report_interval_s: float = 300.0, address: str = "",
+                 quiet: bool = False) -> dict[str, Any]:
+    """One real run; writes events.jsonl, summary.json, config.toml into ``out`` and returns the summary.
+
+    Args:
+        experiment: experiment file.
+        overrides: ``--set`` strings.
+        strategy: a strategy name, or "best" (latest sweep of this experiment).
+        out: result folder.
+        data_dir: CIFAR folder (overrides real.data_dir).
+        seed: seed (default: the experiment's).
+        report_interval_s: seconds between status tables.
+        address: Ray cluster address ("" = emulate the cluster config on this machine).
+        quiet: no status tables.
+    """
+    from ray import tune
+
+    from calibrate.discovery import discover
+    from real.cifar import load_cifar, write_synthetic
+    from real.placement import placement
+    from real.recorder import EventLog, RecorderCallback, RecordingPBT
+    from real.status import StatusCallback
+    from real.trainable import SETUP_KEY, train_trial
+
+    inputs = load_inputs(experiment, overrides)
+    exp = inputs.experiment
+    info = exp.experiment
+    if strategy == "best":
+        strategy = best_strategy(info.name)
+    strategy_registry.get_class(strategy)
+    seed = info.seed if seed is None else seed
+    workers, step_time_s = _workers(inputs, strategy)
+    place = placement(strategy, inputs.cluster, workers, step_time_s)
+    out = out.resolve()
+    if exp.real.synthetic:
+        data = str(out / "data")
+    else:
+        data = data_dir or exp.real.data_dir
+        if not data:
+            raise ConfigError("--data-dir", "", "name the folder holding the CIFAR python folders "
+                              "(or set real.synthetic = true for a smoke run)")
+        load_cifar(data, info.dataset, "test", limit=1)  # refuse a missing folder before Ray starts
+    storage = Path(exp.real.storage_path).expanduser() if exp.real.storage_path else out / "tune"
+    out.mkdir(parents=True, exist_ok=True)
+    if exp.real.synthetic:
+        write_synthetic(data, info.dataset, train=exp.real.synthetic_train, test=info.eval_samples, seed=seed)
+    ray, emulated = _start_ray(inputs, address, storage, exp.real.shared_storage)
+    try:
+        needed = {w.device for w in workers}
+        targets = {t.device: t for t in discover(inputs.cluster, ray.nodes())}
+        lacking = sorted(d for d in needed if not targets.get(d) or not targets[d].found)
+        if lacking:
+            raise ConfigError("--strategy", "", f"{strategy} needs device type(s) {', '.join(lacking)} "
+                              f"that the Ray cluster lacks")
+        rng_root = np.random.SeedSequence(seed)
+        initial = [sample_config(exp.pbt.mutations, np.random.default_rng(ss))
+                   for ss in rng_root.spawn(info.population)]  # the simulator's population for this seed
+        slowdowns = {d: s.emulated_slowdown for d, s in inputs.cluster.devices.items()}
+        setup = {"model": info.model, "dataset": info.dataset, "num_classes": info.num_classes,
+                 "batch_size": info.batch_size, "stop_iterations": info.stop_iterations,
+                 "target_accuracy": info.target_accuracy, "checkpoint_interval": info.checkpoint_interval,
+                 "data_dir": data, "eval_samples": info.eval_samples, "stem": exp.real.stem,
+                 "threads": exp.real.threads, "slowdowns": slowdowns, "seed": seed,
+                 "fail_once_at_step": exp.real.fail_once_at_step, "fault_dir": str(out / "faults")}
+        param_space: dict[str, Any] = {"trial_index": tune.grid_search(list(range(info.population))),
+                                       SETUP_KEY: setup}
+        for key in sorted(exp.pbt.mutations):
+            param_space[key] = tune.sample_from(lambda spec, k=key: initial[spec.config["trial_index"]][k])
+        log = EventLog(workers, info.checkpoint_interval, info.target_accuracy, info.stop_iterations)
+        recorder = RecorderCallback(log)
+        pbt = RecordingPBT(log, recorder, **_pbt_kwargs(exp))
+        callbacks: list[Any] = [recorder]
+        if not quiet:
+            callbacks.append(StatusCallback(log, report_interval_s, info.batch_size))
+        tuner = tune.Tuner(
+            tune.with_resources(train_trial, {k.lower() if k in ("CPU", "GPU") else k: v for k, v in place.resources.items()}),
+            param_space=param_space,
+            tune_config=tune.TuneConfig(scheduler=place.wrap(pbt), reuse_actors=False),
+            run_config=tune.RunConfig(name=f"{info.name}-{strategy}", storage_path=str(storage), verbose=0,
+                                      failure_config=tune.FailureConfig(max_failures=info.max_failures),
+                                      checkpoint_config=tune.CheckpointConfig(num_to_keep=None),
+                                      callbacks=callbacks))
+        log.t0 = time.time()
+        tuner.fit()
+    finally:
+        ray.shutdown()
+        if emulated is not None:
+            emulated.shutdown()
+    events = log.sorted_events()
+    return write_run(out, inputs, events, strategy, seed, extra={"kind": "real"})
+
+
+def _pbt_kwargs(exp: Any) -> dict[str, Any]:
+    from ray import tune
+
+    pbt = exp.pbt
+    mutations: dict[str, Any] = {}
+    for key, m in pbt.mutations.items():
+        if m.kind == "choice":
+            mutations[key] = list(m.values)
+        elif m.kind == "loguniform":
+            mutations[key] = tune.loguniform(m.low, m.high)
+        else:
+            mutations[key] = tune.uniform(m.low, m.high)
+    clipped = {k: (m.low, m.high) for k, m in pbt.mutations.items() if m.kind != "choice" and m.clip}
+
+    def clip(config: dict[str, Any]) -> dict[str, Any]:  # HRFS keeps lr inside its range; Ray does not
+        for k, (lo, hi) in clipped.items():
+            config[k] = min(max(config[k], lo), hi)
+        return config
+
+    return {"time_attr": "training_iteration", "metric": pbt.metric, "mode": pbt.mode,
+            "perturbation_interval": pbt.perturbation_interval, "burn_in_period": pbt.burn_in,
+            "hyperparam_mutations": mutations, "quantile_fraction": pbt.quantile_fraction,
+            "resample_probability": pbt.resample_probability,
+            "perturbation_factors": tuple(pbt.perturbation_factors), "synch": pbt.synch,
+            "custom_explore_fn": clip if clipped else None}
