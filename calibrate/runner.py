@@ -181,8 +181,10 @@ def run_calibration(req: CalibrateRequest, report: Callable[[str], None] = print
             if not t.found:
                 samples.append(Sample(model, t.device, batch, ok=False, reason=t.reason, repeat=rep, heldout=heldout))
                 continue
+            # max_calls=1: every cell gets a fresh worker process, so start_overhead_s includes what a
+            # Ray Tune trial (re)start pays: process start, torch import, model build.
             remote = ray.remote(num_cpus=t.num_cpus, num_gpus=t.num_gpus, resources=t.resources or None,
-                                max_retries=0)(_probe_task)
+                                max_retries=0, max_calls=1)(_probe_task)
             t0 = time.perf_counter()
             try:
                 res = ray.get(remote.remote(model, batch, req.steps, req.warmup, t, req.stem,

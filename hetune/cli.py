@@ -151,6 +151,38 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_curves(args: argparse.Namespace) -> int:
+    from calibrate.curves import fit_curves, read_logs
+    from sim.schema import to_mapping
+    from sim.throughput import load_calibration
+    from sim.tomlfile import atomic_write_toml, read_toml
+
+    logs = read_logs(args.events)
+    base_path = Path(args.calibration) if args.calibration else _run_calibration(args.events[0])
+    base = read_toml(base_path)
+    load_calibration(base_path)  # refuse a broken base before fitting
+    classes = 100 if args.dataset == "cifar100" else 10
+    params, stats = fit_curves(logs, chance=1.0 / classes)
+    base.setdefault("curves", {})[args.model] = to_mapping(params)
+    base.setdefault("provenance", {})["curves"] = (f"fitted by hetune calibrate curves from {len(logs)} run(s), "
+                                                   f"{stats['points']} accuracies, RMSE {stats['rmse']:.4f}")
+    atomic_write_toml(args.out, base, header="Calibration with learning curves fitted from real runs "
+                                             "(`hetune calibrate curves`).")
+    load_calibration(args.out)
+    print(f"{args.model}: max_accuracy {params.max_accuracy:.3f}, tau {params.tau_iterations:.1f} iterations, "
+          f"lr_opt {params.lr_opt:.4g}, width {params.width_decades} decades, noise {params.noise_std:.3f} "
+          f"(RMSE {stats['rmse']:.4f} over {stats['points']} accuracies) -> {args.out}")
+    return 0
+
+
+def _run_calibration(events: str) -> Path:
+    p = Path(events)
+    folder = p if p.is_dir() else p.parent
+    if not (folder / "calibration.toml").is_file():
+        raise ConfigError(str(folder), "", "no calibration.toml beside the events; name one with --calibration")
+    return folder / "calibration.toml"
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="hetune", description="Plan and run PBT on heterogeneous clusters.")
     sub = ap.add_subparsers(dest="command", required=True)
@@ -203,6 +235,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(fn=cmd_calibrate)
 
+    p = sub.add_parser("calibrate-curves", help="fit the learning-curve surrogate to recorded runs "
+                                                "(also: hetune calibrate curves ...)")
+    p.add_argument("events", nargs="+", help="events.jsonl files or run folders of real runs")
+    p.add_argument("--out", required=True, help="calibration file to write (the base plus [curves.<model>])")
+    p.add_argument("--calibration", default="", help="base calibration (default: the run folder's)")
+    p.add_argument("--model", default="resnet18")
+    p.add_argument("--dataset", default="cifar10", choices=["cifar10", "cifar100"])
+    p.set_defaults(fn=cmd_curves)
+
     p = sub.add_parser("validate", help="run a strategy as a real Ray Tune PBT run, recorded as events")
     p.add_argument("experiment")
     p.add_argument("--strategy", default="best", help="a strategy, or best (the latest sweep's best)")
@@ -228,6 +269,9 @@ _extra_parsers: list[Callable[[Any], None]] = []
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:2] == ["calibrate", "curves"]:  # `hetune calibrate curves` is the curves subcommand
+        argv = ["calibrate-curves"] + argv[2:]
     args = build_parser().parse_args(argv)
     try:
         return int(args.fn(args) or 0)

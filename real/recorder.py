@@ -2,7 +2,8 @@
 
 A Tune Callback turns trial starts, results, checkpoints, pauses, stops and
 errors into events; the recording PBT scheduler adds exploit and explore
-events. Times are wall-clock seconds since the run started. Workers are the
+events. Times are wall-clock seconds since the first trial started (Tune's
+experiment set-up before that is not part of the schedule). Workers are the
 slots of the strategy's worker list: a trial running on node N holds the
 lowest free slot of N, so the same timeline and utilization code serves both.
 """
@@ -75,6 +76,9 @@ class RecorderCallback(Callback):
         self.log = log
 
     def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        if not self.log.state:
+            # Time 0 is the first trial's start: Tune's own experiment set-up is not scheduling.
+            self.log.t0 = time.time()
         st = self.log.state.setdefault(trial_index(trial), {"iteration": 0, "accuracy": None, "started": False})
         if st.get("worker") is not None:  # restarted without a pause we saw (e.g. new resources)
             self._end(trial, "pause")

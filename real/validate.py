@@ -164,7 +164,10 @@ def run_validate(experiment: str, overrides: list[str], strategy: str, out: Path
             tune.with_resources(train_trial, {k.lower() if k in ("CPU", "GPU") else k: v for k, v in place.resources.items()}),
             param_space=param_space,
             tune_config=tune.TuneConfig(scheduler=place.wrap(pbt), reuse_actors=False),
+            # Stopping on the final result (before PBT may pause it) saves a restart just to return.
             run_config=tune.RunConfig(name=f"{info.name}-{strategy}", storage_path=str(storage), verbose=0,
+                                      stop=lambda _tid, r: (r.get("step", 0) >= info.stop_iterations
+                                                            or r.get("accuracy", 0.0) >= info.target_accuracy),
                                       failure_config=tune.FailureConfig(max_failures=info.max_failures),
                                       checkpoint_config=tune.CheckpointConfig(num_to_keep=None),
                                       callbacks=callbacks))

@@ -164,7 +164,8 @@ class Simulation:
         self.inputs = inputs
         self.info = exp.experiment
         self.pbt = exp.pbt
-        self.params = exp.surrogate
+        # Curves fitted from real runs (calibration [curves.<model>]) beat the experiment's guess.
+        self.params = inputs.calibration.curves.get(self.info.model, exp.surrogate)
         self.stop_iterations = self.info.stop_iterations
         self.strategy: Strategy = create(strategy, inputs.strategy_params(strategy))
         self.env = simpy.Environment()

@@ -22,6 +22,7 @@ from typing import Any, Iterator, Literal
 
 from sim.errors import ConfigError
 from sim.schema import from_mapping
+from sim.surrogate import SurrogateParams
 from sim.tomlfile import read_toml
 
 
@@ -114,11 +115,14 @@ class Sample:
 
 @dataclass(frozen=True)
 class CalibrationConfig:
-    """A calibration file: [provenance], [models.<model>.<device>], [[samples]]."""
+    """A calibration file: [provenance], [models.<model>.<device>], [[samples]], and optionally
+    [curves.<model>]: learning-curve parameters fitted from real runs (``hetune calibrate curves``),
+    which take precedence over the experiment's [surrogate] for that model."""
 
     provenance: dict[str, Any]
     models: dict[str, dict[str, DeviceModel]]
     samples: tuple[Sample, ...] = ()
+    curves: dict[str, SurrogateParams] = field(default_factory=dict)
 
     def check(self) -> Iterator[tuple[str, str]]:
         if not self.models:

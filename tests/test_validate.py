@@ -1,0 +1,116 @@
+"""validate/compare: a real Ray Tune PBT smoke run on the emulated local cluster, fault tolerance, bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO
+from hetune.cli import main
+from sim.events import read_events
+
+SMOKE = REPO / "configs/experiments/smoke-local.toml"
+
+
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory):
+    out = tmp_path_factory.mktemp("smoke") / "run"
+    assert main(["validate", str(SMOKE), "--strategy", "tune-default", "--out", str(out), "--quiet"]) == 0
+    return out
+
+
+def test_smoke_run_completes_with_exploits_in_the_event_schema(smoke):
+    events = read_events(smoke / "events.jsonl")  # validates every line against the schema
+    summary = json.loads((smoke / "summary.json").read_text())
+    assert summary["kind"] == "real" and summary["strategy"] == "tune-default"
+    stops = {e["trial"] for e in events if e["kind"] == "stop"}
+    assert stops == {0, 1, 2, 3}
+    assert summary["best_accuracy"] > 0.3  # the synthetic data has a learnable signal
+    exploits = [e for e in events if e["kind"] == "exploit"]
+    assert exploits, "4 trials, quantile 1: the bottom trial clones the top one at a perturbation point"
+    for ex in exploits:
+        assert ex["iteration"] % 10 == 0
+        # the exploited trial continues from the donor's checkpoint: its next chunk ends one
+        # interval after the donor's checkpointed iteration, not after its own
+        nxt = [e for e in events if e["kind"] == "chunk" and e["trial"] == ex["trial"] and e["t"] > ex["t"]]
+        if nxt:
+            assert nxt[0]["iteration"] == ex["donor_iteration"] + 10
+    devices = {e["device"] for e in events if e["kind"] == "chunk"}
+    assert devices == {"cpu-fast", "cpu-slow"}
+
+
+def test_compare_reports_the_makespan_error(smoke, capsys):
+    assert main(["compare", str(smoke)]) == 0
+    out = capsys.readouterr().out
+    assert "makespan: real" in out
+    fid = json.loads((smoke / "fidelity.json").read_text())
+    # target: < 25% here; the bound is looser so a busy CI machine does not flake
+    assert fid["makespan_error_pct"] is not None and abs(fid["makespan_error_pct"]) < 75
+    assert set(fid["step_time_error_pct"]) == {"cpu-fast", "cpu-slow"}
+
+
+def test_rank_aware_moves_trials_between_device_types(tmp_path):
+    out = tmp_path / "ra"
+    assert main(["validate", str(SMOKE), "--strategy", "rank-aware", "--out", str(out), "--quiet",
+                 "--set", "experiment.stop_iterations=30"]) == 0
+    events = read_events(out / "events.jsonl")
+    devices: dict[int, set] = {}
+    for e in events:
+        if e["kind"] == "chunk":
+            devices.setdefault(e["trial"], set()).add(e["device"])
+    # ResourceChangingScheduler re-places trials by rank: some trial ran on both types
+    assert any(len(d) == 2 for d in devices.values()), devices
+    assert {e["trial"] for e in events if e["kind"] == "stop"} == {0, 1, 2, 3}
+
+
+def test_killed_trial_resumes_from_its_last_checkpoint(tmp_path):
+    out = tmp_path / "fault"
+    code = main(["validate", str(SMOKE), "--strategy", "tune-default", "--out", str(out), "--quiet",
+                 "--set", "experiment.population=2", "--set", "experiment.stop_iterations=20",
+                 "--set", "real.fail_once_at_step=15"])
+    assert code == 0
+    events = read_events(out / "events.jsonl")
+    failures = [e for e in events if e["kind"] == "failure"]
+    assert {e["trial"] for e in failures} == {0, 1}
+    assert all(e["lost_iterations"] <= 10 for e in failures)
+    for t in (0, 1):
+        chunks = [e["iteration"] for e in events if e["kind"] == "chunk" and e["trial"] == t]
+        assert chunks == [10, 20]  # restarted from the checkpoint at 10, not from scratch
+        assert any(e["kind"] == "stop" and e["trial"] == t for e in events)
+
+
+def test_bad_input(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # "best" looks for sweeps under ./results
+    cases = [
+        (["--strategy", "magic"], "unknown strategy 'magic'"),
+        (["--strategy", "hrfs"], "hrfs cannot run for real"),
+        (["--strategy", "tune-default", "--set", "real.synthetic=false", "--data-dir", "/nonexistent/cifar"],
+         "no cifar10 python folder at /nonexistent/cifar/cifar-10-batches-py"),
+        (["--strategy", "tune-default", "--set", "real.synthetic=false"], "--data-dir: name the folder"),
+        (["--strategy", "best"], "no sweep of experiment 'smoke-local'"),
+    ]
+    for args, needle in cases:
+        out = tmp_path / "x"
+        code = main(["validate", str(SMOKE), "--out", str(out), "--quiet"] + args)
+        err = capsys.readouterr().err
+        assert code == 2 and needle in err, (args, err)
+        assert not out.exists()
+
+
+def test_strategy_needing_device_types_the_ray_cluster_lacks(tmp_path, capsys):
+    env = dict(os.environ, RAY_AUTH_MODE="disabled")
+    port = "6391"
+    ray_bin = os.path.join(os.path.dirname(sys.executable), "ray")
+    subprocess.run([ray_bin, "start", "--head", f"--port={port}", "--num-cpus=1", "--include-dashboard=false"],
+                   check=True, capture_output=True, env=env)
+    try:
+        code = main(["validate", str(SMOKE), "--strategy", "tune-default", "--out", str(tmp_path / "x"),
+                     "--quiet", "--address", f"127.0.0.1:{port}"])
+        err = capsys.readouterr().err
+        assert code == 2 and "needs device type(s) cpu-fast, cpu-slow that the Ray cluster lacks" in err
+    finally:
+        subprocess.run([ray_bin, "stop", "--force"], capture_output=True, env=env)
