@@ -28,20 +28,14 @@ GRID = {
 }
 
 
-def _grid() -> dict[str, np.ndarray]:
-    mesh = np.meshgrid(*GRID.values(), indexing="ij")
-    return {k: m.ravel() for k, m in zip(GRID, mesh)}
+def _mesh(axes: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    mesh = np.meshgrid(*axes.values(), indexing="ij")
+    return {k: m.ravel() for k, m in zip(axes, mesh)}
 
 
-def fit_curves(event_logs: list[list[dict[str, Any]]], chance: float, diverge_lr: float = 50.0) -> tuple[SurrogateParams, dict[str, float]]:
-    """Best surrogate parameters for the recorded runs and fit statistics.
-
-    Args:
-        event_logs: one event list per recorded run.
-        chance: chance accuracy (1 / classes).
-        diverge_lr: effective lr above which training makes no progress (kept fixed).
-    """
-    g = _grid()
+def _sse(event_logs: list[list[dict[str, Any]]], g: dict[str, np.ndarray], chance: float,
+         diverge_lr: float) -> tuple[np.ndarray, int]:
+    """Sum of squared accuracy errors of every parameter set in ``g`` over the recorded chunks."""
     m = len(g["max_accuracy"])
     sse = np.zeros(m)
     n = 0
@@ -70,15 +64,38 @@ def fit_curves(event_logs: list[list[dict[str, Any]]], chance: float, diverge_lr
                     progress[t] = donor.copy()
             elif e["kind"] == "explore" and t in config:
                 config[t] = dict(e["new_config"])
+    return sse, n
+
+
+def fit_curves(event_logs: list[list[dict[str, Any]]], chance: float, diverge_lr: float = 50.0) -> tuple[SurrogateParams, dict[str, float]]:
+    """Best surrogate parameters for the recorded runs and fit statistics.
+
+    A coarse grid (GRID), then a fine grid spanning one coarse step around the best point.
+
+    Args:
+        event_logs: one event list per recorded run.
+        chance: chance accuracy (1 / classes).
+        diverge_lr: effective lr above which training makes no progress (kept fixed).
+    """
+    g = _mesh(GRID)
+    sse, n = _sse(event_logs, g, chance, diverge_lr)
     if n < 3:
         raise ConfigError("events", "", f"only {n} recorded accuracies: too few to fit a learning curve")
-    best = int(np.argmin(sse))
+    best = {k: float(v[int(np.argmin(sse))]) for k, v in g.items()}
+    fine = {}
+    for k, axis in GRID.items():
+        i = int(np.argmin(np.abs(axis - best[k])))
+        lo, hi = axis[max(0, i - 1)], axis[min(len(axis) - 1, i + 1)]
+        fine[k] = np.geomspace(lo, hi, 9) if k != "max_accuracy" else np.linspace(lo, hi, 9)
+    g = _mesh(fine)
+    sse, n = _sse(event_logs, g, chance, diverge_lr)
+    b = int(np.argmin(sse))
     params = SurrogateParams(
-        chance_accuracy=chance, max_accuracy=float(g["max_accuracy"][best]),
-        tau_iterations=float(g["tau_iterations"][best]), lr_opt=float(g["lr_opt"][best]),
-        width_decades=float(g["width_decades"][best]), diverge_lr=diverge_lr,
-        noise_std=float(math.sqrt(sse[best] / n)))
-    return params, {"points": n, "rmse": math.sqrt(sse[best] / n)}
+        chance_accuracy=chance, max_accuracy=min(1.0, float(g["max_accuracy"][b])),
+        tau_iterations=float(g["tau_iterations"][b]), lr_opt=float(g["lr_opt"][b]),
+        width_decades=float(g["width_decades"][b]), diverge_lr=diverge_lr,
+        noise_std=float(math.sqrt(sse[b] / n)))
+    return params, {"points": n, "rmse": math.sqrt(sse[b] / n)}
 
 
 def read_logs(paths: list[str]) -> list[list[dict[str, Any]]]:

@@ -35,8 +35,14 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     inputs.strategy_params(strategy)
     seed = inputs.experiment.experiment.seed if args.seed is None else args.seed
     out = Path(args.out or f"results/{inputs.experiment.experiment.name}-{strategy}-s{seed}")
-    result = simulate(inputs, strategy, seed)
-    summary = write_run(out, inputs, result.events, strategy, seed)
+    population = None
+    if args.replay:
+        from sim.events import read_events
+        from sim.replay import ReplayPopulation
+        population = ReplayPopulation(read_events(args.replay), args.replay)
+    result = simulate(inputs, strategy, seed, population)
+    summary = write_run(out, inputs, result.events, strategy, seed,
+                        extra={"replay_of": str(Path(args.replay).resolve())} if args.replay else None)
     ttt = summary["time_to_target_s"]
     print(f"{strategy} seed {seed}: time to target {'never' if ttt is None else f'{ttt:,.0f} s'}, "
           f"makespan {summary['makespan_s']:,.0f} s, best accuracy {summary['best_accuracy']:.3f}, "
@@ -195,6 +201,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--strategy", help="strategy name (default: the experiment's strategy.name)")
     p.add_argument("--seed", type=int)
     p.add_argument("--out", help="result folder")
+    p.add_argument("--replay", help="events.jsonl of a recorded run: re-time that exact population")
     _add_common(p)
     p.set_defaults(fn=cmd_simulate)
 

@@ -26,10 +26,10 @@ import numpy as np
 import simpy
 
 from sim import pbt as pbt_math
-from sim import surrogate
 from sim.cluster import WorkerSpec
 from sim.events import make_event
 from sim.loader import RunInputs
+from sim.population import Clone, PopulationModel, SurrogatePopulation
 from sim.ranking import Ranking
 from sim.runnable import RunnableIndex
 from sim.strategies import create
@@ -159,13 +159,15 @@ class Simulation:
         population_source: optional callable giving initial configs (replay); default samples.
     """
 
-    def __init__(self, inputs: RunInputs, strategy: str, seed: int) -> None:
+    def __init__(self, inputs: RunInputs, strategy: str, seed: int, population: PopulationModel | None = None) -> None:
         exp = inputs.experiment
         self.inputs = inputs
         self.info = exp.experiment
         self.pbt = exp.pbt
         # Curves fitted from real runs (calibration [curves.<model>]) beat the experiment's guess.
-        self.params = inputs.calibration.curves.get(self.info.model, exp.surrogate)
+        params = inputs.calibration.curves.get(self.info.model, exp.surrogate)
+        self.model: PopulationModel = population or SurrogatePopulation(params, self.pbt)
+        self.population = self.model.population(self.info.population)
         self.stop_iterations = self.info.stop_iterations
         self.strategy: Strategy = create(strategy, inputs.strategy_params(strategy))
         self.env = simpy.Environment()
@@ -174,12 +176,12 @@ class Simulation:
         # One SeedSequence: a child per trial (initial config + evaluation noise) and one for
         # PBT decisions, so every strategy sees the same population for the same seed.
         root = np.random.SeedSequence(seed)
-        trial_seqs = root.spawn(self.info.population)
+        trial_seqs = root.spawn(self.population)
         self.pbt_rng = np.random.default_rng(root.spawn(1)[0])
         self.trials: list[Trial] = []
         for i, ss in enumerate(trial_seqs):
             rng = np.random.default_rng(ss)
-            self.trials.append(Trial(i, pbt_math.sample_config(self.pbt.mutations, rng), rng))
+            self.trials.append(Trial(i, self.model.initial_config(i, rng), rng))
         self.runnable = RunnableIndex()
         for t in self.trials:
             self.runnable.add(t)
@@ -190,11 +192,12 @@ class Simulation:
         self.fastest_step = min(w.step_time_s for w in self.workers)
         self.copy_bandwidth_mb_s = inputs.cluster.cluster.network_gbps * 1000.0 / 8.0
         self.view = _View(self)
-        self.remaining = self.info.population * self.stop_iterations
-        self.unfinished = self.info.population
+        self.remaining = self.population * self.stop_iterations
+        self.unfinished = self.population
         self.time_to_target: float | None = None
         self._idle: dict[int, Worker] = {w.id: w for w in self.workers}
         self._barrier: set[int] = set()
+        self._awaiting: dict[int, list[tuple[Trial, Clone]]] = {}
 
     # ----------------------------------------------------------------- set-up
     def _make_workers(self) -> list[Worker]:
@@ -332,10 +335,9 @@ class Simulation:
         k = min(wanted, to_boundary, self.stop_iterations - t.iteration)
         dur = k * w.step_time_s + self.eval_s(dm)
         yield self.env.timeout(dur)
-        t.progress = surrogate.advance(self.params, t.progress, t.config, k)
         t.iteration += k
         self.remaining -= k
-        t.accuracy = surrogate.observe(self.params, t.progress, t.rng)
+        self.model.chunk(t, k)
         self._emit("chunk", t, w, iterations=k, duration_s=dur)
         self.strategy.on_chunk(w, t, k, dur, self.view)
         reached = t.accuracy >= self.info.target_accuracy
@@ -348,6 +350,7 @@ class Simulation:
         yield self.env.timeout(dm.save_s)
         t.ckpt = Checkpoint(t.iteration, t.progress, dict(t.config), w.node)
         self._emit("checkpoint", t, w, duration_s=dm.save_s)
+        self._release_waiters(t)
         if self._at_perturbation_point(t):
             t.last_perturbation = t.iteration
             if self.pbt.synch:
@@ -355,8 +358,9 @@ class Simulation:
                 self._barrier.add(t.id)
                 self._maybe_release_barrier()
                 return
-            if self.ranking.in_bottom(t.id, self.pbt.quantile_fraction):
-                yield from self._exploit(t, w)
+            waiting = yield from self._exploit(t, w, self.ranking.in_bottom(t.id, self.pbt.quantile_fraction))
+            if waiting:
+                return
         self._make_runnable(t)
 
     def eval_s(self, dm: DeviceModel) -> float:
@@ -374,33 +378,60 @@ class Simulation:
             return None  # no checkpoint to clone: exploiting would restart from scratch
         return self.trials[pbt_math.choose_donor(top, self.pbt_rng)]
 
-    def _exploit(self, t: Trial, w: Worker):
-        donor = self._donor(t)
-        if donor is None:
-            return
-        assert donor.ckpt is not None
+    def _clone(self, t: Trial, bottom: bool) -> Clone | None:
+        return self.model.clone(t, bottom, lambda: self._donor(t),
+                                lambda cfg: pbt_math.explore(cfg, self.pbt, self.pbt_rng))
+
+    def _exploit(self, t: Trial, w: Worker, bottom: bool):
+        clone = self._clone(t, bottom)
+        if clone is None:
+            return False
+        donor = self.trials[clone.donor]
+        if donor.status != "stopped" and (donor.ckpt is None or donor.ckpt.iteration < clone.donor_iteration):
+            # A replayed decision whose donor has not yet reached the cloned checkpoint in this
+            # timing: the trial waits for it (it leaves its worker).
+            t.status = "waiting"
+            t.resident = None
+            w.resident = None
+            self._awaiting.setdefault(donor.id, []).append((t, clone))
+            return True
         dm = w.model
-        copy_s = self._copy_s(dm, donor.ckpt.node, w.node)
+        copy_s = self._copy_s(dm, donor.ckpt.node if donor.ckpt else w.node, w.node)
         dur = copy_s + dm.load_s
         yield self.env.timeout(dur)
-        self._apply_exploit(t, donor, w, dur, copy_s)
+        self._apply_exploit(t, clone, w, dur, copy_s)
         t.ckpt = Checkpoint(t.iteration, t.progress, dict(t.config), w.node)
+        return False
 
-    def _apply_exploit(self, t: Trial, donor: Trial, w: Worker | None, dur: float, copy_s: float) -> None:
-        assert donor.ckpt is not None
+    def _release_waiters(self, donor: Trial) -> None:
+        """Apply the waiting clones of ``donor`` that its latest checkpoint (or its stop) satisfies."""
+        waiters = self._awaiting.get(donor.id)
+        if not waiters:
+            return
+        keep = []
+        for t, clone in waiters:
+            if donor.status == "stopped" or (donor.ckpt is not None and donor.ckpt.iteration >= clone.donor_iteration):
+                # copy and load are paid at the trial's next resume, from the donor's node
+                self._apply_exploit(t, clone, None, 0.0, 0.0)
+                t.ckpt = Checkpoint(t.iteration, t.progress, dict(t.config), donor.ckpt.node if donor.ckpt else "")
+                self._make_runnable(t)
+            else:
+                keep.append((t, clone))
+        self._awaiting[donor.id] = keep
+
+    def _apply_exploit(self, t: Trial, clone: Clone, w: Worker | None, dur: float, copy_s: float) -> None:
         load_s = w.model.load_s if w is not None else 0.0
         old = dict(t.config)
-        self._emit("exploit", t, w, donor=donor.id, donor_iteration=donor.ckpt.iteration,
+        self._emit("exploit", t, w, donor=clone.donor, donor_iteration=clone.donor_iteration,
                    duration_s=dur, load_s=load_s, copy_s=copy_s)
-        t.progress = donor.ckpt.progress
+        t.progress = clone.progress
         # As in Ray Tune, the clone continues from the donor's checkpoint: its iteration counter
         # (Tune's last_train_time) and last perturbation point come with it.
-        self.remaining -= donor.ckpt.iteration - t.iteration
-        t.iteration = donor.ckpt.iteration
-        t.last_perturbation = donor.last_perturbation
-        new, ops = pbt_math.explore(donor.ckpt.config, self.pbt, self.pbt_rng)
-        t.config = new
-        self._emit("explore", t, w, old_config=old, new_config=dict(new), operations=ops)
+        self.remaining -= clone.donor_iteration - t.iteration
+        t.iteration = clone.donor_iteration
+        t.last_perturbation = clone.donor_iteration - clone.donor_iteration % self.pbt.perturbation_interval
+        t.config = dict(clone.new_config)
+        self._emit("explore", t, w, old_config=old, new_config=dict(t.config), operations=clone.operations)
 
     def _maybe_release_barrier(self) -> None:
         """Synch PBT: once every unfinished trial waits at the point, exploit all at once."""
@@ -409,18 +440,17 @@ class Simulation:
         bottom_k = self.ranking.quantile_size(self.pbt.quantile_fraction)
         waiting = [self.trials[i] for i in sorted(self._barrier)]
         self._barrier.clear()
-        bottom = [t for t in waiting if 0 <= self.ranking.position(t.id) < bottom_k]
-        for t in bottom:
-            donor = self._donor(t)
-            if donor is None:
+        for t in waiting:
+            clone = self._clone(t, 0 <= self.ranking.position(t.id) < bottom_k)
+            if clone is None:
                 continue
-            assert donor.ckpt is not None
+            donor = self.trials[clone.donor]
             # The copy and load are paid at the trial's next resume (it now lives in the donor's checkpoint).
             if t.resident is not None:
                 t.resident.resident = None
                 t.resident = None
-            self._apply_exploit(t, donor, None, 0.0, 0.0)
-            t.ckpt = Checkpoint(t.iteration, t.progress, dict(t.config), donor.ckpt.node)
+            self._apply_exploit(t, clone, None, 0.0, 0.0)
+            t.ckpt = Checkpoint(t.iteration, t.progress, dict(t.config), donor.ckpt.node if donor.ckpt else "")
         for t in waiting:
             self._make_runnable(t)
 
@@ -432,16 +462,18 @@ class Simulation:
         t.resident = None
         w.resident = None
         self._emit("stop", t, w, reason=reason)
+        self._release_waiters(t)
         if self.pbt.synch and self._barrier:
             self._maybe_release_barrier()
 
 
-def simulate(inputs: RunInputs, strategy: str, seed: int) -> SimResult:
+def simulate(inputs: RunInputs, strategy: str, seed: int, population: PopulationModel | None = None) -> SimResult:
     """Simulate one run.
 
     Args:
         inputs: experiment, cluster and calibration.
         strategy: registered strategy name.
         seed: the run's seed.
+        population: accuracy and PBT-decision source (default: the learning-curve surrogate).
     """
-    return Simulation(inputs, strategy, seed).run()
+    return Simulation(inputs, strategy, seed, population).run()

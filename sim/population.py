@@ -1,0 +1,86 @@
+"""Where a population's accuracies and PBT decisions come from; the engine does not know which.
+
+``SurrogatePopulation`` samples initial configs, draws accuracies from the
+learning-curve surrogate and lets PBT's ranking decide exploits.
+``sim.replay.ReplayPopulation`` replays a recorded run instead.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Protocol
+
+import numpy as np
+
+from sim import pbt as pbt_math
+from sim import surrogate
+from sim.config import PBTConfig
+from sim.surrogate import SurrogateParams
+
+
+@dataclass(frozen=True)
+class Clone:
+    """An exploit decision: what the trial copies.
+
+    Args:
+        donor: donor trial id.
+        donor_iteration: iteration of the copied checkpoint.
+        progress: the copied model state (surrogate progress; unused by replays).
+        new_config: configuration after explore.
+        operations: explore operation per key.
+    """
+
+    donor: int
+    donor_iteration: int
+    progress: float
+    new_config: dict[str, float]
+    operations: dict[str, str]
+
+
+class PopulationModel(Protocol):
+    """Accuracy and PBT-decision source of a simulation."""
+
+    def population(self, default: int) -> int: ...
+
+    def initial_config(self, trial_id: int, rng: np.random.Generator) -> dict[str, float]: ...
+
+    def chunk(self, trial: Any, iterations: int) -> None:
+        """After ``trial`` trained ``iterations`` more (trial.iteration already advanced): set
+        trial.progress and trial.accuracy."""
+
+    def clone(self, trial: Any, bottom: bool, pick_donor: Callable[[], Any],
+              explore: Callable[[dict[str, float]], tuple[dict[str, float], dict[str, str]]]) -> Clone | None:
+        """At a perturbation point: the exploit to apply to ``trial``, or None."""
+
+
+class SurrogatePopulation:
+    """The learning-curve surrogate with Ray Tune's PBT decisions.
+
+    Args:
+        params: surrogate parameters.
+        pbt: PBT settings (mutations for initial sampling).
+    """
+
+    def __init__(self, params: SurrogateParams, pbt: PBTConfig) -> None:
+        self.params = params
+        self.pbt = pbt
+
+    def population(self, default: int) -> int:
+        return default
+
+    def initial_config(self, trial_id: int, rng: np.random.Generator) -> dict[str, float]:
+        return pbt_math.sample_config(self.pbt.mutations, rng)
+
+    def chunk(self, trial: Any, iterations: int) -> None:
+        trial.progress = surrogate.advance(self.params, trial.progress, trial.config, iterations)
+        trial.accuracy = surrogate.observe(self.params, trial.progress, trial.rng)
+
+    def clone(self, trial: Any, bottom: bool, pick_donor: Callable[[], Any],
+              explore: Callable[[dict[str, float]], tuple[dict[str, float], dict[str, str]]]) -> Clone | None:
+        if not bottom:
+            return None
+        donor = pick_donor()
+        if donor is None:
+            return None
+        new, ops = explore(donor.ckpt.config)
+        return Clone(donor.id, donor.ckpt.iteration, donor.ckpt.progress, new, ops)
