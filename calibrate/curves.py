@@ -105,3 +105,22 @@ def read_logs(paths: list[str]) -> list[list[dict[str, Any]]]:
         path = Path(p)
         out.append(read_events(path / "events.jsonl" if path.is_dir() else path))
     return out
+
+
+def restart_overheads(event_logs: list[list[dict[str, Any]]]) -> dict[str, float]:
+    """Median seconds a worker slot spends between a trial leaving it (pause, exploit restart, failure)
+    and the next trial's work starting on it, per device type: what a trial switch really costs
+    (actor teardown and start, imports, restore), including the overhead the event already counts.
+    """
+    gaps: dict[str, list[float]] = {}
+    for events in event_logs:
+        left: dict[int, float] = {}
+        for e in events:
+            w = e["worker"]
+            if w is None:
+                continue
+            if e["kind"] in ("pause", "failure"):
+                left[w] = e["t"]
+            elif e["kind"] == "resume" and w in left:
+                gaps.setdefault(e["device"], []).append(e["t"] - left.pop(w))
+    return {d: float(np.median(v)) for d, v in sorted(gaps.items()) if v}

@@ -140,25 +140,39 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 def cmd_validate(args: argparse.Namespace) -> int:
     from real.validate import run_validate
 
+    from real.repeat import summarize_repeats
+
+    if args.repeat < 1:
+        raise ConfigError("--repeat", "", f"must be >= 1, got {args.repeat}")
     out = Path(args.out)
-    summary = run_validate(args.experiment, args.overrides, args.strategy, out, data_dir=args.data_dir, seed=args.seed,
-                           report_interval_s=args.report_interval, address=args.address, quiet=args.quiet)
-    ttt = summary["time_to_target_s"]
-    print(f"real run ({summary['strategy']}): time to target {'never' if ttt is None else f'{ttt:,.0f} s'}, "
-          f"makespan {summary['makespan_s']:,.0f} s, best accuracy {summary['best_accuracy']:.3f}, "
-          f"exploits {summary['exploits']} -> {out}")
+    runs = []
+    for r in range(args.repeat):
+        run_out = out if args.repeat == 1 else out / f"repeat-{r}"
+        seed = (args.seed or 0) + r if args.repeat > 1 else args.seed
+        summary = run_validate(args.experiment, args.overrides, args.strategy, run_out, data_dir=args.data_dir,
+                               seed=seed, report_interval_s=args.report_interval, address=args.address,
+                               quiet=args.quiet)
+        ttt = summary["time_to_target_s"]
+        print(f"real run ({summary['strategy']}, seed {summary['seed']}): time to target "
+              f"{'never' if ttt is None else f'{ttt:,.0f} s'}, makespan {summary['makespan_s']:,.0f} s, "
+              f"best accuracy {summary['best_accuracy']:.3f}, exploits {summary['exploits']} -> {run_out}")
+        runs.append(summary)
+    if args.repeat > 1:
+        rep = summarize_repeats(runs, out / "repeats.json")
+        print(f"{args.repeat} repeats: runtime {rep['makespan_s']['mean']:,.1f} +/- {rep['makespan_s']['std']:,.1f} s, "
+              f"best accuracy {rep['best_accuracy']['mean']:.3f} +/- {rep['best_accuracy']['std']:.3f}")
     return 0
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
     from real.compare import compare, format_fidelity
 
-    print(format_fidelity(compare(Path(args.run))))
+    print(format_fidelity(compare(Path(args.run), args.overrides)))
     return 0
 
 
 def cmd_curves(args: argparse.Namespace) -> int:
-    from calibrate.curves import fit_curves, read_logs
+    from calibrate.curves import fit_curves, read_logs, restart_overheads
     from sim.schema import to_mapping
     from sim.throughput import load_calibration
     from sim.tomlfile import atomic_write_toml, read_toml
@@ -170,8 +184,16 @@ def cmd_curves(args: argparse.Namespace) -> int:
     classes = 100 if args.dataset == "cifar100" else 10
     params, stats = fit_curves(logs, chance=1.0 / classes)
     base.setdefault("curves", {})[args.model] = to_mapping(params)
-    base.setdefault("provenance", {})["curves"] = (f"fitted by hetune calibrate curves from {len(logs)} run(s), "
-                                                   f"{stats['points']} accuracies, RMSE {stats['rmse']:.4f}")
+    restarts = restart_overheads(logs)
+    for device, seconds in restarts.items():
+        entry = base.get("models", {}).get(args.model, {}).get(device)
+        if entry is not None:  # what a trial switch really cost in the recorded runs
+            entry["start_overhead_s"] = round(seconds, 3)
+            print(f"{args.model} on {device}: trial restart overhead {seconds:.2f} s (median of recorded switches)")
+    base.setdefault("provenance", {})["curves"] = (
+        f"fitted by hetune calibrate curves from {len(logs)} run(s) ({', '.join(args.events)}): "
+        f"{stats['points']} accuracies, RMSE {stats['rmse']:.4f}; start_overhead_s of "
+        f"{', '.join(restarts) or 'no'} device type(s) set to the recorded trial-restart gaps")
     atomic_write_toml(args.out, base, header="Calibration with learning curves fitted from real runs "
                                              "(`hetune calibrate curves`).")
     load_calibration(args.out)
@@ -260,11 +282,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--report-interval", type=float, default=300.0, help="seconds between status tables")
     p.add_argument("--address", default="", help="a Ray cluster; default: emulate the cluster config here")
     p.add_argument("--quiet", action="store_true", help="no status tables")
+    p.add_argument("--repeat", type=int, default=1, help="run N times (seeds seed..seed+N-1); writes repeats.json")
     _add_common(p)
     p.set_defaults(fn=cmd_validate)
 
     p = sub.add_parser("compare", help="real run against the simulator's prediction of it")
     p.add_argument("run", help="a folder written by validate")
+    _add_common(p)
     p.set_defaults(fn=cmd_compare)
 
     for extra in _extra_parsers:

@@ -6,7 +6,10 @@ import sys
 from pathlib import Path
 from typing import Callable
 
+import json
+
 from plots.calibration_figure import calibration
+from plots.fidelity_figure import fidelity
 from plots.run_figures import RUN_FIGURES
 from plots.sweep_figures import SWEEP_FIGURES
 from sim.errors import ConfigError
@@ -54,6 +57,9 @@ def plot_one(path: Path, out: Path, pdf: bool) -> list[Path]:
             raise ConfigError(str(path / "events.jsonl"), "", "no events")
         for fn in RUN_FIGURES:
             made += fn(events, out, label, pdf)
+        if (path / "fidelity.json").is_file() and (path / "sim-events.jsonl").is_file():
+            fid = json.loads((path / "fidelity.json").read_text())
+            made += fidelity(events, read_events(path / "sim-events.jsonl"), fid, out, label, pdf)
     if not recognised:
         raise ConfigError(str(path), "", "no recognisable results (expected events.jsonl, sweep.csv or a calibration .toml)")
     return made

@@ -18,7 +18,8 @@ from sim.loader import load_inputs
 from sim.replay import ReplayPopulation
 from sim.results import prices
 from sim.summary import summarize
-from sim.tomlfile import atomic_write_json, read_toml
+from sim.events import dumps
+from sim.tomlfile import atomic_write_json, atomic_write_text, read_toml
 
 
 def seconds_per_iteration(events: list[dict[str, Any]]) -> dict[str, float]:
@@ -38,13 +39,18 @@ def _err(sim: float | None, real: float | None) -> float | None:
     return round(100.0 * (sim - real) / real, 2)
 
 
-def compare(run_dir: Path) -> dict[str, Any]:
-    """Simulate the real run's config and write fidelity.json into ``run_dir``."""
+def compare(run_dir: Path, overrides: list[str] | None = None) -> dict[str, Any]:
+    """Simulate the real run's config and write fidelity.json into ``run_dir``.
+
+    Args:
+        run_dir: a folder written by validate.
+        overrides: ``--set`` strings, e.g. another calibration to judge.
+    """
     cfg_path = run_dir / "config.toml"
     cfg = read_toml(cfg_path)
     strategy = cfg.get("strategy", {}).get("name", "tune-default")
     seed = int(cfg.get("experiment", {}).get("seed", 0))
-    inputs = load_inputs(cfg_path)
+    inputs = load_inputs(cfg_path, overrides)
     real_events = read_events(run_dir / "events.jsonl")
     target = inputs.experiment.experiment.target_accuracy
     real = summarize(real_events, target, prices(inputs))
@@ -58,7 +64,7 @@ def compare(run_dir: Path) -> dict[str, Any]:
     if not real_spi:
         raise ConfigError(str(run_dir / "events.jsonl"), "", "no chunk events: the real run did not train")
     out = {
-        "strategy": strategy, "seed": seed,
+        "strategy": strategy, "seed": seed, "calibration": inputs.experiment.calibration.path,
         "makespan_s": {"real": real["makespan_s"], "sim": sim["makespan_s"]},
         "makespan_error_pct": _err(sim["makespan_s"], real["makespan_s"]),
         "time_to_target_s": {"real": real["time_to_target_s"], "sim": sim["time_to_target_s"]},
@@ -72,6 +78,9 @@ def compare(run_dir: Path) -> dict[str, Any]:
         "replay_time_to_target_error_pct": _err(replay["time_to_target_s"], real["time_to_target_s"]),
         "best_accuracy": {"real": real["best_accuracy"], "sim": sim["best_accuracy"]},
     }
+    # The simulated logs go beside the real one, so the fidelity figure reads files only.
+    atomic_write_text(run_dir / "sim-events.jsonl", dumps(sim_events))
+    atomic_write_text(run_dir / "replay-events.jsonl", dumps(replay_events))
     atomic_write_json(run_dir / "fidelity.json", out)
     return out
 
