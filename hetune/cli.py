@@ -211,6 +211,65 @@ def _run_calibration(events: str) -> Path:
     return folder / "calibration.toml"
 
 
+def cmd_adapt_build(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from real.adapt_table import build_table, load_scenario
+
+    if args.repeats < 1:
+        raise ConfigError("--repeats", "", f"must be >= 1, got {args.repeats}")
+    scenario = load_scenario(args.experiment, args.overrides)
+    bar = tqdm(total=64 * args.repeats, unit="seq", file=sys.stderr, disable=args.quiet, desc=scenario.name)
+
+    def progress(done: int, total: int) -> None:
+        bar.n = done
+        bar.refresh()
+
+    rows = build_table(scenario, Path(args.out), repeats=args.repeats, seed=args.seed, progress=progress)
+    bar.close()
+    best = max(rows, key=lambda r: r["acc"])
+    print(f"{scenario.name}: 64 sequences, best {best['a1']}{best['a2']}{best['a3']} acc {best['acc']:.3f} -> {args.out}")
+    return 0
+
+
+def cmd_adapt_learn(args: argparse.Namespace) -> int:
+    import time
+
+    from real.adapt_csv import read_table
+    from real.adapt_policy import greedy, learn, save_policy
+    from sim.tomlfile import atomic_write_json
+
+    if args.episodes < 1:
+        raise ConfigError("--episodes", "", f"must be >= 1, got {args.episodes}")
+    tables = [read_table(t, args.model) for t in args.tables]
+    t0 = time.perf_counter()
+    policy, history = learn(tables, episodes=args.episodes, seed=args.seed)
+    seconds = time.perf_counter() - t0
+    out = Path(args.out)
+    digest = save_policy(policy, out, {"tables": [str(t) for t in args.tables], "episodes": args.episodes,
+                                       "seed": args.seed, "seconds": round(seconds, 2)})
+    atomic_write_json(out / "history.json", history)
+    for t in tables:
+        seq = greedy(policy, t)
+        print(f"{t.source}: greedy {seq} acc {t.rows[seq].acc:.3f} rank {t.rank(seq)}/64")
+    print(f"learned in {seconds:.1f} s -> {out} (sha256 {digest[:12]})")
+    return 0
+
+
+def cmd_adapt_evaluate(args: argparse.Namespace) -> int:
+    from real.adapt_policy import evaluate
+    from sim.tomlfile import atomic_write_json
+
+    results = [evaluate(Path(args.policy), t, args.model) for t in args.tables]
+    for r in results:
+        print(f"{r['table']}: sequence {tuple(r['sequence'])} acc {r['accuracy']:.3f} rank {r['rank']}/64; "
+              f"best {tuple(r['best_sequence'])} acc {r['best_accuracy']:.3f}; "
+              f"no adaptation rank {r['no_adaptation_rank']} (policy {r['policy_sha256'][:12]})")
+    out = Path(args.out) if args.out else Path(args.policy) / "evaluation.json"
+    atomic_write_json(out, results)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="hetune", description="Plan and run PBT on heterogeneous clusters.")
     sub = ap.add_subparsers(dest="command", required=True)
@@ -290,6 +349,30 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run", help="a folder written by validate")
     _add_common(p)
     p.set_defaults(fn=cmd_compare)
+
+    p = sub.add_parser("adapt", help="learn when to deepen a model (Net2Net) as a job gets more resources")
+    asub = p.add_subparsers(dest="adapt_command", required=True)
+    q = asub.add_parser("build-table", help="train every action sequence of a scenario for real")
+    q.add_argument("experiment", help="a scenario file (configs/experiments/adapt-*.toml)")
+    q.add_argument("--out", required=True, help="CSV to write")
+    q.add_argument("--repeats", type=int, default=1)
+    q.add_argument("--seed", type=int, default=0)
+    q.add_argument("--quiet", action="store_true")
+    _add_common(q)
+    q.set_defaults(fn=cmd_adapt_build)
+    q = asub.add_parser("learn", help="REINFORCE on one or more tables")
+    q.add_argument("tables", nargs="+")
+    q.add_argument("--episodes", type=int, default=20_000)
+    q.add_argument("--seed", type=int, default=0)
+    q.add_argument("--model", default="", help="base model when a table has no model column")
+    q.add_argument("--out", required=True, help="policy folder")
+    q.set_defaults(fn=cmd_adapt_learn)
+    q = asub.add_parser("evaluate", help="greedy play of a policy on tables")
+    q.add_argument("policy", help="policy folder from learn")
+    q.add_argument("tables", nargs="+")
+    q.add_argument("--model", default="")
+    q.add_argument("--out", default="", help="JSON (default: <policy>/evaluation.json)")
+    q.set_defaults(fn=cmd_adapt_evaluate)
 
     for extra in _extra_parsers:
         extra(sub)

@@ -59,7 +59,7 @@ def load_cifar(data_dir: str | Path, dataset: str, split: str = "train",
 
 
 def write_synthetic(data_dir: str | Path, dataset: str = "cifar10", train: int = 2000, test: int = 500,
-                    seed: int = 0) -> Path:
+                    seed: int = 0, signal: float = 1.0) -> Path:
     """Write a small CIFAR-format folder with a learnable signal; return the data directory.
 
     Args:
@@ -68,6 +68,7 @@ def write_synthetic(data_dir: str | Path, dataset: str = "cifar10", train: int =
         train: training samples.
         test: test samples.
         seed: seed of the images.
+        signal: strength of the class signal (1 = easy; smaller is harder to learn).
     """
     rng = np.random.default_rng(seed)
     classes = 10 if dataset == "cifar10" else 100
@@ -79,8 +80,8 @@ def write_synthetic(data_dir: str | Path, dataset: str = "cifar10", train: int =
         x = rng.integers(0, 96, (n, 3, 32, 32)).astype(np.int64)
         for c in range(classes):
             m = labels == c
-            x[m, c % 3] += 80 + 10 * (c // 3)  # class-dependent colour
-            x[m, :, (c * 3) % 32, :] += 100  # class-dependent stripe
+            x[m, c % 3] += int(signal * (80 + 10 * (c // 3)))  # class-dependent colour
+            x[m, :, (c * 3) % 32, :] += int(signal * 100)  # class-dependent stripe
         x = np.clip(x, 0, 255).astype(np.uint8).reshape(n, -1)
         return {b"data": x, LABEL_KEY[dataset]: labels.tolist()}
 

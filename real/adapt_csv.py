@@ -1,0 +1,102 @@
+"""The adaptation table: one row per action sequence (a1, a2, a3), read and validated strictly."""
+
+from __future__ import annotations
+
+import csv
+import itertools
+from dataclasses import dataclass
+from pathlib import Path
+
+from sim.errors import ConfigError
+
+REQUIRED = ("a1", "a2", "a3", "t1", "t2", "t3", "total_time", "acc")
+SEQUENCES = list(itertools.product(range(4), repeat=3))  # 4 actions x 3 decisions = 64
+
+
+@dataclass(frozen=True)
+class Row:
+    """One action sequence's outcome.
+
+    Args:
+        actions: (a1, a2, a3); 0-2 deepen that block, 3 do nothing.
+        times_left: seconds left in the budget at each decision.
+        total_time: the budget, seconds.
+        acc: final test accuracy in [0, 1].
+    """
+
+    actions: tuple[int, int, int]
+    times_left: tuple[float, float, float]
+    total_time: float
+    acc: float
+
+
+@dataclass(frozen=True)
+class Table:
+    """A scenario's table.
+
+    Args:
+        rows: by action sequence.
+        model: base model name.
+        source: file name.
+    """
+
+    rows: dict[tuple[int, int, int], Row]
+    model: str
+    source: str
+
+    def rank(self, actions: tuple[int, int, int]) -> int:
+        """1 + the number of sequences with a strictly higher accuracy (1 = best)."""
+        acc = self.rows[actions].acc
+        return 1 + sum(1 for r in self.rows.values() if r.acc > acc)
+
+    def best(self) -> Row:
+        return max(self.rows.values(), key=lambda r: (r.acc, [-a for a in r.actions]))
+
+
+def read_table(path: str | Path, model: str = "") -> Table:
+    """Read and validate a table; a bad row is refused with its line number.
+
+    Args:
+        path: the CSV file.
+        model: base model name when the file has no ``model`` column (--model).
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(str(p), "", "file not found")
+    rows: dict[tuple[int, int, int], Row] = {}
+    models = set()
+    with p.open(newline="") as fh:
+        reader = csv.DictReader(fh)
+        missing = [c for c in REQUIRED if c not in (reader.fieldnames or [])]
+        if missing:
+            raise ConfigError(str(p), "", f"missing column(s) {', '.join(missing)} (need {', '.join(REQUIRED)})")
+        for n, raw in enumerate(reader, 2):
+            where = f"{p}:{n}"
+            try:
+                actions = tuple(int(raw[k]) for k in ("a1", "a2", "a3"))
+            except (TypeError, ValueError):
+                raise ConfigError(where, "a1..a3", f"actions must be integers 0-3, got "
+                                  f"{raw['a1']!r}, {raw['a2']!r}, {raw['a3']!r}") from None
+            if any(a not in range(4) for a in actions):
+                raise ConfigError(where, "a1..a3", f"actions must be 0-3, got {actions}")
+            try:
+                times = tuple(float(raw[k]) for k in ("t1", "t2", "t3"))
+                total, acc = float(raw["total_time"]), float(raw["acc"])
+            except (TypeError, ValueError):
+                raise ConfigError(where, "", "t1, t2, t3, total_time and acc must be numbers") from None
+            if not 0.0 <= acc <= 1.0:
+                raise ConfigError(where, "acc", f"must be in [0, 1], got {acc}")
+            if actions in rows:
+                raise ConfigError(where, "", f"sequence {actions} appears twice")
+            rows[actions] = Row(actions, times, total, acc)  # type: ignore[arg-type]
+            if raw.get("model"):
+                models.add(raw["model"])
+    absent = [s for s in SEQUENCES if s not in rows]
+    if absent:
+        raise ConfigError(str(p), "", f"{len(absent)} of 64 action sequences missing, e.g. {absent[0]}")
+    if len(models) > 1:
+        raise ConfigError(str(p), "model", f"one base model per table, got {sorted(models)}")
+    name = models.pop() if models else model
+    if not name:
+        raise ConfigError(str(p), "model", "no model column: name the base model with --model")
+    return Table(rows, name, str(p))

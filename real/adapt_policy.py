@@ -1,0 +1,205 @@
+"""``hetune adapt learn`` / ``evaluate``: a REINFORCE policy that decides where to deepen a model.
+
+State = features of the model's structure and of the time left, never names:
+for each deepenable block (layers in it, log2 width, log10 parameters), for the
+whole model (conv / linear / batch-norm / other layer counts, depth, log10
+parameters), the fraction of the budget left with sinusoidal encodings, and the
+decision index. Layers of a kind never seen before only change the counts, so
+nothing breaks on unseen layers. Structures come from real models built and
+deepened with ``real.net2net``.
+
+Learning: batched REINFORCE over the table(s), reward = the sequence's accuracy
+standardised per table, a moving-average baseline, a softmax temperature
+annealed from 2 to 0.3 and an entropy bonus that decays to 0; Adam.
+Greedy play (argmax) is what evaluate reports.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from real.adapt_csv import SEQUENCES, Table, read_table
+from real.net2net import NOTHING, SMALL_MODELS, SmallCNN, deepen
+from sim.errors import ConfigError
+from sim.tomlfile import atomic_write_json
+
+FEATURES = 25
+NO_ADAPTATION = (NOTHING, NOTHING, NOTHING)
+
+
+def _block_stats(group: nn.Module) -> list[float]:
+    layers = [m for m in group.modules() if isinstance(m, (nn.Conv2d, nn.Linear))]
+    width = max([getattr(m, "out_channels", getattr(m, "out_features", 1)) for m in layers] or [1])
+    params = sum(p.numel() for p in group.parameters())
+    return [float(len(layers)), math.log2(width), math.log10(params + 1)]
+
+
+def structure_features(model: nn.Module) -> list[float]:
+    """Features of a model's structure (16 numbers), from its modules' types, shapes and sizes."""
+    leaves = [m for m in model.modules() if not list(m.children())]
+    conv = sum(isinstance(m, nn.Conv2d) for m in leaves)
+    lin = sum(isinstance(m, nn.Linear) for m in leaves)
+    bn = sum(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in leaves)
+    other = len(leaves) - conv - lin - bn
+    params = sum(p.numel() for p in model.parameters())
+    blocks: list[float] = []
+    if isinstance(model, SmallCNN):
+        for g in (model.g0, model.g1, model.g2):
+            blocks += _block_stats(g)
+    else:
+        blocks = [0.0] * 9
+    return blocks + [float(conv), float(lin), float(bn), float(other), float(conv + lin),
+                     math.log10(params + 1), float(len(leaves))]
+
+
+def state_features(model: nn.Module, time_left: float, total: float, step: int) -> list[float]:
+    """The full state: structure (16), time left (1 + 4 sinusoids), decision index one-hot (3) and a bias (1)."""
+    frac = max(0.0, min(1.0, time_left / total)) if total > 0 else 0.0
+    sin = [f(math.pi * k * frac) for k in (1, 2) for f in (math.sin, math.cos)]
+    onehot = [1.0 if step == i else 0.0 for i in range(3)]
+    return structure_features(model) + [frac] + sin + onehot + [1.0]
+
+
+class Policy(nn.Module):
+    """MLP from state features to 4 action logits."""
+
+    def __init__(self, features: int = FEATURES, hidden: int = 64) -> None:
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(features, hidden), nn.Tanh(), nn.Linear(hidden, hidden), nn.Tanh(),
+                                 nn.Linear(hidden, 4))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x)
+
+
+class TableStates:
+    """Precomputed states of every decision prefix of a table (1 + 4 + 16 states) and standardised rewards."""
+
+    def __init__(self, table: Table) -> None:
+        self.table = table
+        total = next(iter(table.rows.values())).total_time
+        build = SMALL_MODELS.get(table.model)
+        if build is None:
+            raise ConfigError(table.source, "model", f"unknown base model {table.model!r} "
+                              f"(known: {', '.join(SMALL_MODELS)})")
+        feats = []
+        for depth in range(3):
+            prefixes = list(np.ndindex(*([4] * depth))) if depth else [()]
+            for prefix in prefixes:
+                model = build()
+                for a in prefix:
+                    deepen(model, int(a))
+                rows = [r for r in table.rows.values() if r.actions[:depth] == tuple(int(a) for a in prefix)]
+                t_left = float(np.mean([r.times_left[depth] for r in rows]))
+                feats.append(state_features(model, t_left, total, depth))
+        self.x = torch.tensor(feats, dtype=torch.float32)  # rows: [root, a1 (4), a1*4+a2 (16)]
+        acc = np.array([table.rows[s].acc for s in SEQUENCES])
+        std = acc.std() or 1.0
+        self.reward = torch.tensor((acc - acc.mean()) / std, dtype=torch.float32)  # index a1*16+a2*4+a3
+
+    def state_index(self, step: int, actions: torch.Tensor) -> torch.Tensor:
+        if step == 0:
+            return torch.zeros(len(actions), dtype=torch.long)
+        if step == 1:
+            return 1 + actions[:, 0]
+        return 5 + actions[:, 0] * 4 + actions[:, 1]
+
+
+def learn(tables: list[Table], episodes: int = 20_000, seed: int = 0, batch: int = 128,
+          lr: float = 3e-3) -> tuple[Policy, list[dict[str, float]]]:
+    """Train a policy on one or more tables; returns it and the objective per update.
+
+    Args:
+        tables: scenario tables (several train one policy across scenarios).
+        episodes: episodes in all.
+        seed: seed of initialisation and sampling.
+        batch: episodes per update.
+        lr: Adam learning rate.
+    """
+    torch.manual_seed(seed)
+    gen = torch.Generator().manual_seed(seed)
+    states = [TableStates(t) for t in tables]
+    policy = Policy()
+    opt = torch.optim.Adam(policy.parameters(), lr=lr)
+    updates = max(1, episodes // batch)
+    baseline = 0.0
+    history = []
+    for u in range(updates):
+        frac = u / max(1, updates - 1)
+        temperature = 2.0 * (0.3 / 2.0) ** frac  # geometric from 2 to 0.3
+        entropy_coef = 0.05 * (1.0 - frac)
+        which = torch.randint(len(states), (batch,), generator=gen)
+        actions = torch.zeros(batch, 3, dtype=torch.long)
+        logp = torch.zeros(batch)
+        entropy = torch.zeros(batch)
+        for step in range(3):
+            x = torch.stack([states[int(w)].x[int(states[int(w)].state_index(step, actions[i:i + 1])[0])]
+                             for i, w in enumerate(which)])
+            dist = torch.distributions.Categorical(logits=policy(x) / temperature)
+            a = torch.multinomial(dist.probs, 1, generator=gen).squeeze(1)
+            actions[:, step] = a
+            logp = logp + dist.log_prob(a)
+            entropy = entropy + dist.entropy()
+        idx = actions[:, 0] * 16 + actions[:, 1] * 4 + actions[:, 2]
+        reward = torch.stack([states[int(w)].reward[int(i)] for w, i in zip(which, idx)])
+        advantage = reward - baseline
+        baseline = 0.9 * baseline + 0.1 * float(reward.mean())
+        loss = -(advantage.detach() * logp).mean() - entropy_coef * entropy.mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        history.append({"update": u, "episodes": (u + 1) * batch, "mean_reward": float(reward.mean()),
+                        "temperature": temperature})
+    return policy, history
+
+
+@torch.no_grad()
+def greedy(policy: Policy, table: Table) -> tuple[int, int, int]:
+    """The policy's greedy action sequence on a table."""
+    st = TableStates(table)
+    actions = torch.zeros(1, 3, dtype=torch.long)
+    for step in range(3):
+        actions[0, step] = int(policy(st.x[st.state_index(step, actions)]).argmax(1)[0])
+    return tuple(int(a) for a in actions[0])  # type: ignore[return-value]
+
+
+def save_policy(policy: Policy, out: Path, meta: dict[str, Any]) -> str:
+    """Write policy.pt and policy.json into ``out``; returns the weights' sha256."""
+    out.mkdir(parents=True, exist_ok=True)
+    tmp = out / ".policy.pt.tmp"
+    torch.save(policy.state_dict(), tmp)
+    tmp.replace(out / "policy.pt")
+    digest = hashlib.sha256((out / "policy.pt").read_bytes()).hexdigest()
+    atomic_write_json(out / "policy.json", dict(meta, sha256=digest, features=FEATURES))
+    return digest
+
+
+def load_policy(path: Path) -> tuple[Policy, str]:
+    """Load exactly the policy in ``path`` (a folder from learn); returns it and its sha256."""
+    f = path / "policy.pt"
+    if not f.is_file():
+        raise ConfigError(str(path), "", "no policy.pt here (a folder written by `hetune adapt learn`)")
+    policy = Policy()
+    policy.load_state_dict(torch.load(f, weights_only=True))
+    policy.eval()
+    return policy, hashlib.sha256(f.read_bytes()).hexdigest()
+
+
+def evaluate(policy_dir: Path, table_path: str, model: str = "") -> dict[str, Any]:
+    """Greedy play on a table: the sequence, its accuracy and rank, the best sequence, the no-adaptation rank."""
+    policy, digest = load_policy(policy_dir)
+    table = read_table(table_path, model)
+    seq = greedy(policy, table)
+    best = table.best()
+    return {"policy": str(policy_dir), "policy_sha256": digest, "table": table_path,
+            "sequence": list(seq), "accuracy": table.rows[seq].acc, "rank": table.rank(seq),
+            "best_sequence": list(best.actions), "best_accuracy": best.acc,
+            "no_adaptation_rank": table.rank(NO_ADAPTATION), "sequences": len(table.rows)}

@@ -1,0 +1,251 @@
+"""``hetune adapt build-table``: train every action sequence of a scenario for real and tabulate outcomes.
+
+A job (model, data, time budget) starts at ``start_offset_s`` and trains epoch by
+epoch; the scheduler's resource changes alter how much budget an epoch costs:
+before an "up" the job has fewer GPUs, emulated by charging ``slow_factor`` x
+the measured time of an epoch. Time spent evaluating counts against the
+budget. Time is virtual: measured seconds x ``time_scale`` (so a scaled-down
+scenario runs in minutes on a CPU while keeping the shape of the original
+400-s budget). All 64 sequences start from the same weights, pre-trained for
+the time before the first "up"; after the up, an agent's decision (deepen
+block 0, 1, 2, or nothing) precedes each of the next 3 epochs, then training
+continues until the budget is spent; the final test accuracy is recorded.
+"""
+
+from __future__ import annotations
+
+import copy
+import csv
+import io
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator, Literal
+
+import numpy as np
+import torch
+
+from real.adapt_csv import SEQUENCES
+from real.net2net import SMALL_MODELS, deepen
+from sim.errors import ConfigError
+from sim.schema import from_mapping
+from sim.tomlfile import atomic_write_text, read_toml
+
+
+@dataclass(frozen=True)
+class Change:
+    """A resource change.
+
+    Args:
+        time: seconds since the job's start.
+        change: "up" (more GPU) or "down".
+    """
+
+    time: float
+    change: Literal["up", "down"]
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """An adaptation scenario (the [adapt] table of an experiment file).
+
+    Args:
+        name: scenario name.
+        model: "convnet2" or "convnet3".
+        budget_s: the job's time budget, virtual seconds.
+        start_offset_s: when the job starts, virtual seconds.
+        changes: resource changes; the first "up" starts the decisions.
+        slow_factor: cost multiplier of an epoch before the "up" (and after a "down").
+        time_scale: virtual seconds per measured second.
+        epoch_samples: training images per epoch.
+        test_samples: test images per evaluation.
+        batch_size: samples per step.
+        lr: Adam learning rate.
+        lr_decay: exponential decay of the learning rate per epoch.
+        data_dir: CIFAR-10 folder ("" = a synthetic CIFAR-format dataset).
+        signal: class signal of the synthetic data (smaller is harder).
+    """
+
+    name: str
+    model: Literal["convnet2", "convnet3"]
+    budget_s: float = 400.0
+    start_offset_s: float = 0.0
+    changes: tuple[Change, ...] = ()
+    slow_factor: float = 2.0
+    time_scale: float = 100.0
+    epoch_samples: int = 512
+    test_samples: int = 500
+    batch_size: int = 64
+    lr: float = 0.01
+    lr_decay: float = 0.9
+    data_dir: str = ""
+    signal: float = 0.12
+
+    def check(self) -> Iterator[tuple[str, str]]:
+        if self.budget_s <= 0:
+            yield "budget_s", f"must be > 0, got {self.budget_s}"
+        ups = [c for c in self.changes if c.change == "up"]
+        if not ups:
+            yield "changes", "need at least one {time, change = \"up\"}"
+        elif not self.start_offset_s <= ups[0].time < self.start_offset_s + self.budget_s:
+            yield "changes", f"the first up ({ups[0].time}) must fall inside the budget"
+        if self.slow_factor < 1 or self.time_scale <= 0:
+            yield "slow_factor", "slow_factor must be >= 1 and time_scale > 0"
+        for k in ("epoch_samples", "test_samples", "batch_size"):
+            if getattr(self, k) < 1:
+                yield k, f"must be >= 1, got {getattr(self, k)}"
+
+    @property
+    def up_time(self) -> float:
+        return next(c.time for c in self.changes if c.change == "up")
+
+    def factor_at(self, t: float) -> float:
+        """Cost multiplier of work at virtual time ``t``: slow before the first up and after a down."""
+        f = self.slow_factor
+        for c in sorted(self.changes, key=lambda c: c.time):
+            if c.time <= t:
+                f = 1.0 if c.change == "up" else self.slow_factor
+        return f
+
+
+def load_scenario(path: str | Path, overrides: list[str] | None = None) -> Scenario:
+    """Read the [adapt] table of a scenario file."""
+    from sim.tomlfile import apply_overrides
+    data = apply_overrides(read_toml(path), overrides or [])
+    if "adapt" not in data:
+        raise ConfigError(str(path), "adapt", "missing [adapt] table")
+    extra = set(data) - {"adapt"}
+    if extra:
+        raise ConfigError(str(path), sorted(extra)[0], "unknown key (a scenario file holds only [adapt])")
+    return from_mapping(Scenario, data["adapt"], str(path), "adapt")
+
+
+class Job:
+    """Trains a model under the scenario's clock.
+
+    Args:
+        scenario: the scenario.
+        data: (train x, train y, test x, test y) tensors.
+        seed: seed of the batch order.
+    """
+
+    def __init__(self, scenario: Scenario, data: tuple[torch.Tensor, ...], seed: int) -> None:
+        self.s = scenario
+        self.xtr, self.ytr, self.xte, self.yte = data
+        self.gen = torch.Generator().manual_seed(seed)
+        self.clock = scenario.start_offset_s
+        self.epoch = 0
+
+    @property
+    def end(self) -> float:
+        return self.s.start_offset_s + self.s.budget_s
+
+    def _charge(self, seconds: float) -> None:
+        self.clock += seconds * self.s.time_scale * self.s.factor_at(self.clock)
+
+    def train_epoch(self, model: torch.nn.Module, opt: torch.optim.Optimizer) -> None:
+        t0 = time.perf_counter()
+        model.train()
+        idx = torch.randperm(len(self.ytr), generator=self.gen)[: self.s.epoch_samples]
+        for i in range(0, len(idx), self.s.batch_size):
+            b = idx[i:i + self.s.batch_size]
+            opt.zero_grad(set_to_none=True)
+            torch.nn.functional.cross_entropy(model(self.xtr[b]), self.ytr[b]).backward()
+            opt.step()
+        for g in opt.param_groups:  # exponential decay per epoch
+            g["lr"] *= self.s.lr_decay
+        self.epoch += 1
+        self._charge(time.perf_counter() - t0)
+
+    @torch.no_grad()
+    def evaluate(self, model: torch.nn.Module) -> float:
+        t0 = time.perf_counter()
+        model.eval()
+        acc = float((model(self.xte).argmax(1) == self.yte).float().mean())
+        self._charge(time.perf_counter() - t0)
+        return acc
+
+
+def _data(s: Scenario, seed: int, workdir: Path) -> tuple[torch.Tensor, ...]:
+    from real.cifar import load_cifar, write_synthetic
+    if s.data_dir:
+        xtr, ytr = load_cifar(s.data_dir, "cifar10", "train")
+        xte, yte = load_cifar(s.data_dir, "cifar10", "test", limit=s.test_samples)
+    else:
+        d = write_synthetic(workdir, "cifar10", train=4 * s.epoch_samples, test=s.test_samples, seed=seed,
+                            signal=s.signal)
+        xtr, ytr = load_cifar(d, "cifar10", "train")
+        xte, yte = load_cifar(d, "cifar10", "test")
+
+    def t(x: np.ndarray) -> torch.Tensor:
+        return torch.as_tensor(x).permute(0, 3, 1, 2).float().div_(255.0)
+    return t(xtr), torch.as_tensor(ytr).long(), t(xte), torch.as_tensor(yte).long()
+
+
+def build_table(s: Scenario, out: Path, repeats: int = 1, seed: int = 0,
+                progress: Callable[[int, int], Any] | None = None) -> list[dict[str, Any]]:
+    """Train all 64 sequences ``repeats`` times and write the CSV atomically.
+
+    Args:
+        s: the scenario.
+        out: CSV path.
+        repeats: seeds per sequence; acc and times are averaged.
+        seed: first seed.
+        progress: called with (done, total).
+    """
+    torch.set_num_threads(1)
+    sums: dict[tuple[int, int, int], np.ndarray] = {seq: np.zeros(5) for seq in SEQUENCES}
+    total = repeats * len(SEQUENCES)
+    done = 0
+    for r in range(repeats):
+        torch.manual_seed(seed + r)
+        data = _data(s, seed + r, out.parent / f".adapt-data-{s.name}-{r}")
+        base = SMALL_MODELS[s.model]()
+        base_opt = torch.optim.Adam(base.parameters(), lr=s.lr)
+        pre = Job(s, data, seed + r)
+        while pre.clock < s.up_time:  # pre-training up to the "up", shared by every sequence
+            pre.train_epoch(base, base_opt)
+            pre.evaluate(base)
+        for seq in SEQUENCES:
+            model = copy.deepcopy(base)
+            job = Job(s, data, seed + r + 1)
+            job.clock, job.epoch = pre.clock, pre.epoch
+            lr = base_opt.param_groups[0]["lr"]
+            times = []
+            for i, a in enumerate(seq):
+                times.append(max(0.0, job.end - job.clock))
+                deepen(model, a, data=[data[0][:256]])
+                # a fresh optimizer over the (possibly larger) model, at the decayed lr
+                opt = torch.optim.Adam(model.parameters(), lr=lr)
+                if job.clock < job.end:
+                    job.train_epoch(model, opt)
+                    job.evaluate(model)
+                lr = opt.param_groups[0]["lr"]
+            while job.clock < job.end:
+                job.train_epoch(model, opt)
+                job.evaluate(model)
+            acc = _last_acc(job, model)
+            sums[seq] += np.array([*times, s.budget_s, acc])
+            done += 1
+            if progress:
+                progress(done, total)
+    rows = []
+    for seq in SEQUENCES:
+        m = sums[seq] / repeats
+        rows.append({"a1": seq[0], "a2": seq[1], "a3": seq[2], "t1": round(m[0], 3), "t2": round(m[1], 3),
+                     "t3": round(m[2], 3), "total_time": round(m[3], 3), "acc": round(m[4], 5),
+                     "model": s.model, "scenario": s.name, "repeats": repeats})
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=list(rows[0]), lineterminator="\n")
+    w.writeheader()
+    w.writerows(rows)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(out, buf.getvalue())
+    return rows
+
+
+@torch.no_grad()
+def _last_acc(job: Job, model: torch.nn.Module) -> float:
+    # the accuracy of the final model, not charged: the budget is already spent
+    model.eval()
+    return float((model(job.xte).argmax(1) == job.yte).float().mean())
