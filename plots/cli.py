@@ -23,7 +23,7 @@ def discover(results: Path = Path("results"), calibrations: Path = Path("configs
     found: set[Path] = set()
     if results.is_dir():
         for f in results.rglob("*"):
-            if f.name in ("events.jsonl", "sweep.csv"):
+            if f.name in ("events.jsonl", "sweep.csv", "policy.json"):
                 found.add(f.parent)
     if calibrations.is_dir():
         found.update(p for p in calibrations.glob("*.toml"))
@@ -60,8 +60,14 @@ def plot_one(path: Path, out: Path, pdf: bool) -> list[Path]:
         if (path / "fidelity.json").is_file() and (path / "sim-events.jsonl").is_file():
             fid = json.loads((path / "fidelity.json").read_text())
             made += fidelity(events, read_events(path / "sim-events.jsonl"), fid, out, label, pdf)
+    if (path / "policy.json").is_file() and (path / "history.json").is_file():
+        recognised = True
+        from plots.adapt_figure import adaptation
+        evals = path / "evaluation.json"
+        made += adaptation(json.loads((path / "history.json").read_text()),
+                           json.loads(evals.read_text()) if evals.is_file() else [], out, label, pdf)
     if not recognised:
-        raise ConfigError(str(path), "", "no recognisable results (expected events.jsonl, sweep.csv or a calibration .toml)")
+        raise ConfigError(str(path), "", "no recognisable results (expected events.jsonl, sweep.csv, policy.json or a calibration .toml)")
     return made
 
 

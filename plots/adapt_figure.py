@@ -1,0 +1,45 @@
+"""Adaptation figures: the policy objective over training, and where its choice ranks among all sequences."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from plots.style import figure, save
+from real.adapt_csv import read_table
+
+
+def adaptation(history: list[dict[str, Any]], evaluations: list[dict[str, Any]], out: Path, label: str,
+               pdf: bool = False) -> list[Path]:
+    """Left: mean standardised reward per update against episodes. Right: accuracy of all 64 sequences
+    of each evaluated table, sorted, with the policy's greedy choice and no-adaptation marked."""
+    fig, axes = figure(9.0, 3.6, ncols=2)
+    ep = [h["episodes"] for h in history]
+    r = np.array([h["mean_reward"] for h in history])
+    axes[0].plot(ep, r, color="0.6", linewidth=0.8, label="per update")
+    if len(r) >= 10:
+        k = max(1, len(r) // 20)
+        axes[0].plot(ep[k - 1:], np.convolve(r, np.ones(k) / k, mode="valid"), color="black", label=f"mean of {k}")
+    axes[0].set_xlabel("training episodes")
+    axes[0].set_ylabel("reward (accuracy standardised per table)")
+    axes[0].set_title("Policy objective")
+    axes[0].legend(fontsize=7)
+    ax = axes[1]
+    for i, ev in enumerate(evaluations):
+        table = read_table(ev["table"]) if Path(ev["table"]).is_file() else None
+        if table is None:
+            continue
+        accs = sorted((row.acc for row in table.rows.values()), reverse=True)
+        ax.plot(range(1, len(accs) + 1), accs, color="0.5", linewidth=0.8)
+        ax.scatter([ev["rank"]], [ev["accuracy"]], marker="*", s=80, color="black", zorder=3,
+                   label="policy's choice" if i == 0 else None)
+        ax.scatter([ev["no_adaptation_rank"]], [table.rows[(3, 3, 3)].acc], marker="o", facecolors="none",
+                   edgecolors="black", zorder=3, label="no adaptation" if i == 0 else None)
+    ax.set_xlabel("rank among the 64 action sequences (1 = best)")
+    ax.set_ylabel("final test accuracy")
+    ax.set_title(f"Greedy choice on {len(evaluations)} table(s)")
+    ax.legend(fontsize=7)
+    fig.suptitle(f"Adaptation: {label}")
+    return save(fig, out, f"{label}-adaptation", pdf)
