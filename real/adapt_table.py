@@ -17,6 +17,7 @@ from __future__ import annotations
 import copy
 import csv
 import io
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -199,7 +200,8 @@ def build_table(s: Scenario, out: Path, repeats: int = 1, seed: int = 0,
     done = 0
     for r in range(repeats):
         torch.manual_seed(seed + r)
-        data = _data(s, seed + r, out.parent / f".adapt-data-{s.name}-{r}")
+        with tempfile.TemporaryDirectory(prefix="hetune-adapt-") as tmp:  # synthetic data, read into memory
+            data = _data(s, seed + r, Path(tmp))
         base = SMALL_MODELS[s.model]()
         base_opt = torch.optim.Adam(base.parameters(), lr=s.lr)
         pre = Job(s, data, seed + r)
