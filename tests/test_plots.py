@@ -58,3 +58,22 @@ def test_plotting_never_imports_ray_or_torch():
     code = ("import sys, plots.cli, plots.run_figures, plots.sweep_figures, plots.calibration_figure; "
             "sys.exit(1 if any(m in sys.modules for m in ('torch', 'ray')) else 0)")
     assert subprocess.run([sys.executable, "-c", code], cwd=REPO).returncode == 0
+
+
+def test_fidelity_and_adaptation_figures(results, tmp_path):
+    from plots.adapt_figure import adaptation
+    from plots.fidelity_figure import fidelity
+    from sim.events import read_events
+    from test_adapt import write_table
+
+    events = read_events(results / "run" / "events.jsonl")
+    fid = {"strategy": "tune-default", "makespan_error_pct": -10.0, "time_to_target_error_pct": 5.0,
+           "replay_makespan_error_pct": -8.0, "step_time_error_pct": {"k80": 3.0, "v100": -2.0},
+           "exploits": {"real": 3, "sim": 4}}
+    made = fidelity(events, events, fid, tmp_path, "f")
+    table = write_table(tmp_path / "t.csv")
+    history = [{"episodes": 128 * (i + 1), "mean_reward": i / 10} for i in range(30)]
+    evals = [{"table": str(table), "rank": 2, "accuracy": 0.8, "no_adaptation_rank": 40}]
+    made += adaptation(history, evals, tmp_path, "a")
+    assert [p.name for p in made] == ["f-fidelity.png", "a-adaptation.png"]
+    assert all(p.stat().st_size > 1000 for p in made)

@@ -101,16 +101,33 @@ def test_bad_input(tmp_path, capsys, monkeypatch):
         assert not out.exists()
 
 
-def test_strategy_needing_device_types_the_ray_cluster_lacks(tmp_path, capsys):
+@pytest.fixture
+def ray_head():
+    """A bare local Ray head (1 CPU, no device resources) reachable at 127.0.0.1:6391."""
     env = dict(os.environ, RAY_AUTH_MODE="disabled")
     port = "6391"
     ray_bin = os.path.join(os.path.dirname(sys.executable), "ray")
     subprocess.run([ray_bin, "start", "--head", f"--port={port}", "--num-cpus=1", "--include-dashboard=false"],
                    check=True, capture_output=True, env=env)
     try:
-        code = main(["validate", str(SMOKE), "--strategy", "tune-default", "--out", str(tmp_path / "x"),
-                     "--quiet", "--address", f"127.0.0.1:{port}"])
-        err = capsys.readouterr().err
-        assert code == 2 and "needs device type(s) cpu-fast, cpu-slow that the Ray cluster lacks" in err
+        yield f"127.0.0.1:{port}"
     finally:
         subprocess.run([ray_bin, "stop", "--force"], capture_output=True, env=env)
+
+
+def test_strategy_needing_device_types_the_ray_cluster_lacks(tmp_path, capsys, ray_head):
+    code = main(["validate", str(SMOKE), "--strategy", "tune-default", "--out", str(tmp_path / "x"),
+                 "--quiet", "--address", ray_head])
+    err = capsys.readouterr().err
+    assert code == 2 and "needs device type(s) cpu-fast, cpu-slow that the Ray cluster lacks" in err
+
+
+def test_sweep_cells_run_as_ray_tasks_on_an_existing_cluster(tmp_path, capsys, ray_head):
+    exp = REPO / "configs/experiments/pbt-resnet18-cifar10.toml"
+    out = tmp_path / "sw"
+    assert main(["sweep", str(exp), "--strategies", "tune-default,hrfs", "--seeds", "2", "--out", str(out),
+                 "--address", ray_head, "--quiet"]) == 0
+    local = tmp_path / "local"
+    assert main(["sweep", str(exp), "--strategies", "tune-default,hrfs", "--seeds", "2", "--out", str(local),
+                 "--jobs", "1", "--quiet"]) == 0
+    assert (out / "sweep.csv").read_text() == (local / "sweep.csv").read_text()  # same cells, same results
