@@ -151,7 +151,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
         seed = (args.seed or 0) + r if args.repeat > 1 else args.seed
         summary = run_validate(args.experiment, args.overrides, args.strategy, run_out, data_dir=args.data_dir,
                                seed=seed, report_interval_s=args.report_interval, address=args.address,
-                               quiet=args.quiet)
+                               quiet=args.quiet, resume=args.resume)
         ttt = summary["time_to_target_s"]
         print(f"real run ({summary['strategy']}, seed {summary['seed']}): time to target "
               f"{'never' if ttt is None else f'{ttt:,.0f} s'}, makespan {summary['makespan_s']:,.0f} s, "
@@ -342,6 +342,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--address", default="", help="a Ray cluster; default: emulate the cluster config here")
     p.add_argument("--quiet", action="store_true", help="no status tables")
     p.add_argument("--repeat", type=int, default=1, help="run N times (seeds seed..seed+N-1); writes repeats.json")
+    p.add_argument("--resume", action="store_true", help="continue an interrupted run in --out (Tuner.restore)")
     _add_common(p)
     p.set_defaults(fn=cmd_validate)
 

@@ -10,7 +10,9 @@ lowest free slot of N, so the same timeline and utilization code serves both.
 
 from __future__ import annotations
 
+import json
 import time
+from pathlib import Path
 from typing import Any
 
 from ray.tune import Callback
@@ -29,9 +31,11 @@ class EventLog:
     """Events of a real run, shared by the callback and the scheduler (both live in the driver)."""
 
     def __init__(self, workers: list[WorkerSpec], checkpoint_interval: int, target_accuracy: float,
-                 stop_iterations: int, t0: float | None = None) -> None:
+                 stop_iterations: int, t0: float | None = None, journal: Path | None = None) -> None:
         self.t0 = time.time() if t0 is None else t0
         self.events: list[dict[str, Any]] = []
+        self.journal = journal  # every event is also appended here at once, so an interrupted run keeps them
+        self.resumed = False
         self.workers = workers
         self.interval = checkpoint_interval
         self.target = target_accuracy
@@ -39,7 +43,40 @@ class EventLog:
         self.slot_of: dict[int, int] = {}  # trial -> worker slot
         self.state: dict[int, dict[str, Any]] = {}
         for i, w in enumerate(workers):
-            self.events.append(make_event(0.0, "worker_added", worker=i, node=w.node, device=w.device, devices=w.devices))
+            self.add(make_event(0.0, "worker_added", worker=i, node=w.node, device=w.device, devices=w.devices))
+
+    def add(self, ev: dict[str, Any]) -> None:
+        """Record one event (and journal it)."""
+        self.events.append(ev)
+        if self.journal is not None:
+            with self.journal.open("a", encoding="utf-8") as fh:
+                fh.write(json.dumps(ev, separators=(",", ":")) + "\n")
+
+    def resume_from(self, journal: Path) -> None:
+        """Continue an interrupted run: its journaled events come back, the clock continues after them,
+        and every trial's progress is rebuilt (a truncated last line is dropped)."""
+        events = []
+        for line in journal.read_text(encoding="utf-8").splitlines(keepends=True):
+            if line.endswith("\n"):
+                events.append(json.loads(line))
+        self.events = [e for e in events if e["kind"] != "worker_removed"]
+        for e in self.events:
+            if e["trial"] is None:
+                continue
+            st = self.state.setdefault(e["trial"], {"iteration": 0, "accuracy": None, "started": False})
+            st["started"] = st["started"] or e["kind"] == "trial_start"
+            if e["kind"] == "chunk":
+                st["iteration"], st["accuracy"] = e["iteration"], e["accuracy"]
+            if e["kind"] == "stop":
+                st["stopped"] = True
+            st["last_worker"] = e["worker"]
+            st["worker"] = None
+            st["fresh"] = True
+        last = max((e["t"] for e in self.events), default=0.0)
+        self.t0 = time.time() - last
+        self.resumed = True
+        journal.write_text("".join(json.dumps(e, separators=(",", ":")) + "\n" for e in self.events))
+        self.journal = journal
 
     def now(self, wall: float | None = None) -> float:
         return max(0.0, (time.time() if wall is None else wall) - self.t0)
@@ -59,7 +96,7 @@ class EventLog:
 
     def emit(self, t: float, kind: str, trial: int, st: dict[str, Any], **extra: Any) -> None:
         w = st.get("worker")
-        self.events.append(make_event(
+        self.add(make_event(
             t, kind, trial=trial, iteration=st.get("iteration", 0), accuracy=st.get("accuracy"), worker=w,
             node=None if w is None else self.workers[w].node, device=None if w is None else self.workers[w].device,
             **extra))
@@ -76,7 +113,7 @@ class RecorderCallback(Callback):
         self.log = log
 
     def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-        if not self.log.state:
+        if not self.log.state and not self.log.resumed:
             # Time 0 is the first trial's start: Tune's own experiment set-up is not scheduling.
             self.log.t0 = time.time()
         st = self.log.state.setdefault(trial_index(trial), {"iteration": 0, "accuracy": None, "started": False})
@@ -159,8 +196,8 @@ class RecorderCallback(Callback):
     def on_experiment_end(self, trials: list, **info: Any) -> None:
         end = max([e["t"] for e in self.log.events] + [0.0])
         for i, w in enumerate(self.log.workers):
-            self.log.events.append(make_event(end, "worker_removed", worker=i, node=w.node, device=w.device,
-                                              devices=w.devices))
+            self.log.add(make_event(end, "worker_removed", worker=i, node=w.node, device=w.device,
+                                    devices=w.devices))
 
 
 def _hp(config: dict[str, Any]) -> dict[str, float]:

@@ -87,7 +87,7 @@ def _start_ray(inputs: RunInputs, address: str, storage: Path, shared: bool):
 
 def run_validate(experiment: str, overrides: list[str], strategy: str, out: Path, data_dir: str = "",
                  seed: int | None = None, report_interval_s: float = 300.0, address: str = "",
-                 quiet: bool = False) -> dict[str, Any]:
+                 quiet: bool = False, resume: bool = False) -> dict[str, Any]:
     """One real run; writes events.jsonl, summary.json, config.toml into ``out`` and returns the summary.
 
     Args:
@@ -100,6 +100,7 @@ def run_validate(experiment: str, overrides: list[str], strategy: str, out: Path
         report_interval_s: seconds between status tables.
         address: Ray cluster address ("" = emulate the cluster config on this machine).
         quiet: no status tables.
+        resume: continue an interrupted run in ``out`` (Tuner.restore; journaled events kept).
     """
     from ray import tune
 
@@ -129,6 +130,8 @@ def run_validate(experiment: str, overrides: list[str], strategy: str, out: Path
                               "(or set real.synthetic = true for a smoke run)")
         load_cifar(data, info.dataset, "test", limit=1)  # refuse a missing folder before Ray starts
     storage = Path(exp.real.storage_path).expanduser() if exp.real.storage_path else out / "tune"
+    if resume and not (out / "events.partial.jsonl").is_file():
+        raise ConfigError(str(out), "", "nothing to resume here (no events.partial.jsonl of an interrupted run)")
     out.mkdir(parents=True, exist_ok=True)
     if exp.real.synthetic:
         write_synthetic(data, info.dataset, train=exp.real.synthetic_train, test=info.eval_samples, seed=seed)
@@ -154,31 +157,69 @@ def run_validate(experiment: str, overrides: list[str], strategy: str, out: Path
                                        SETUP_KEY: setup}
         for key in sorted(exp.pbt.mutations):
             param_space[key] = tune.sample_from(lambda spec, k=key: initial[spec.config["trial_index"]][k])
-        log = EventLog(workers, info.checkpoint_interval, info.target_accuracy, info.stop_iterations)
+        journal = out / "events.partial.jsonl"
+        if not resume:
+            journal.unlink(missing_ok=True)
+        log = EventLog(workers, info.checkpoint_interval, info.target_accuracy, info.stop_iterations,
+                       journal=None if resume else journal)
+        if resume:
+            log.resume_from(journal)
         recorder = RecorderCallback(log)
         pbt = RecordingPBT(log, recorder, **_pbt_kwargs(exp))
         callbacks: list[Any] = [recorder]
         if not quiet:
             callbacks.append(StatusCallback(log, report_interval_s, info.batch_size))
-        tuner = tune.Tuner(
-            tune.with_resources(train_trial, {k.lower() if k in ("CPU", "GPU") else k: v for k, v in place.resources.items()}),
-            param_space=param_space,
-            tune_config=tune.TuneConfig(scheduler=place.wrap(pbt), reuse_actors=False),
-            # Stopping on the final result (before PBT may pause it) saves a restart just to return.
-            run_config=tune.RunConfig(name=f"{info.name}-{strategy}", storage_path=str(storage), verbose=0,
-                                      stop=lambda _tid, r: (r.get("step", 0) >= info.stop_iterations
-                                                            or r.get("accuracy", 0.0) >= info.target_accuracy),
-                                      failure_config=tune.FailureConfig(max_failures=info.max_failures),
-                                      checkpoint_config=tune.CheckpointConfig(num_to_keep=None),
-                                      callbacks=callbacks))
-        log.t0 = time.time()
+        trainable = tune.with_resources(train_trial, {k.lower() if k in ("CPU", "GPU") else k: v
+                                                      for k, v in place.resources.items()})
+        name = f"{info.name}-{strategy}"
+        if resume:
+            tuner = tune.Tuner.restore(str(storage / name), trainable, resume_unfinished=True,
+                                       param_space=param_space)
+            # Tuner.restore brings back the pickled callbacks and scheduler of the first start;
+            # ours carry the journaled events, so they replace them.
+            internal = tuner._local_tuner  # no public setter for callbacks on a restored Tuner
+            internal.get_run_config().callbacks = callbacks
+            internal._tune_config.scheduler = place.wrap(pbt)
+        else:
+            tuner = tune.Tuner(
+                trainable, param_space=param_space,
+                tune_config=tune.TuneConfig(scheduler=place.wrap(pbt), reuse_actors=False),
+                # Stopping on the final result (before PBT may pause it) saves a restart just to return.
+                run_config=tune.RunConfig(name=name, storage_path=str(storage), verbose=0,
+                                          stop=_Stop(info.stop_iterations, info.target_accuracy),
+                                          failure_config=tune.FailureConfig(max_failures=info.max_failures),
+                                          checkpoint_config=tune.CheckpointConfig(num_to_keep=None),
+                                          callbacks=callbacks))
+            log.t0 = time.time()
         tuner.fit()
+        finished = {e["trial"] for e in log.events if e["kind"] == "stop"}
+        if len(finished) < info.population:
+            # Tune returns normally on Ctrl-C; the journal and Tune's state stay for --resume.
+            import sys
+            print(f"hetune: validate interrupted with {len(finished)} of {info.population} trials finished; "
+                  f"continue with: hetune validate {experiment} --strategy {strategy} --out {out} --resume",
+                  file=sys.stderr)
+            raise KeyboardInterrupt
     finally:
         ray.shutdown()
         if emulated is not None:
             emulated.shutdown()
     events = log.sorted_events()
-    return write_run(out, inputs, events, strategy, seed, extra={"kind": "real"})
+    summary = write_run(out, inputs, events, strategy, seed, extra={"kind": "real"})
+    (out / "events.partial.jsonl").unlink(missing_ok=True)  # complete: events.jsonl has them all
+    return summary
+
+
+class _Stop:
+    """Stop a trial on its final result (picklable, so Tuner.restore can bring it back)."""
+
+    def __init__(self, stop_iterations: int, target_accuracy: float) -> None:
+        self.stop_iterations = stop_iterations
+        self.target_accuracy = target_accuracy
+
+    def __call__(self, trial_id: str, result: dict[str, Any]) -> bool:
+        return (result.get("step", 0) >= self.stop_iterations
+                or result.get("accuracy", 0.0) >= self.target_accuracy)
 
 
 def _pbt_kwargs(exp: Any) -> dict[str, Any]:

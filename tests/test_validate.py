@@ -131,3 +131,35 @@ def test_sweep_cells_run_as_ray_tasks_on_an_existing_cluster(tmp_path, capsys, r
     assert main(["sweep", str(exp), "--strategies", "tune-default,hrfs", "--seeds", "2", "--out", str(local),
                  "--jobs", "1", "--quiet"]) == 0
     assert (out / "sweep.csv").read_text() == (local / "sweep.csv").read_text()  # same cells, same results
+
+
+def test_interrupted_validate_resumes(tmp_path):
+    """Ctrl-C keeps the journal and Tune's state; --resume continues from the trials' checkpoints."""
+    import signal
+    import time
+
+    out = tmp_path / "rs"
+    args = [sys.executable, "-m", "hetune.cli", "validate", str(SMOKE), "--strategy", "tune-default",
+            "--out", str(out), "--quiet", "--set", "experiment.stop_iterations=30"]
+    proc = subprocess.Popen(args, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    journal = out / "events.partial.jsonl"
+    deadline = time.time() + 240
+    while time.time() < deadline and proc.poll() is None:
+        if journal.is_file() and journal.read_text().count('"kind":"checkpoint"') >= 2:
+            break
+        time.sleep(1)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130 and "--resume" in err
+    assert journal.is_file() and not (out / "summary.json").exists()
+    before = [json.loads(line) for line in journal.read_text().splitlines()]
+    assert main(["validate", str(SMOKE), "--strategy", "tune-default", "--out", str(out), "--quiet", "--resume",
+                 "--set", "experiment.stop_iterations=30"]) == 0
+    events = read_events(out / "events.jsonl")
+    assert {e["trial"] for e in events if e["kind"] == "stop"} == {0, 1, 2, 3}
+    assert all(e in events for e in before if e["kind"] != "worker_removed")  # nothing journaled was lost
+    checkpointed = {e["trial"] for e in before if e["kind"] == "checkpoint"}
+    for t in checkpointed:  # continued from its checkpoint, not from scratch
+        chunks = [e["iteration"] for e in events if e["kind"] == "chunk" and e["trial"] == t]
+        assert chunks == sorted(set(chunks)) and chunks[-1] == 30
+    assert not journal.exists()
