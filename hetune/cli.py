@@ -40,7 +40,11 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         from sim.events import read_events
         from sim.replay import ReplayPopulation
         population = ReplayPopulation(read_events(args.replay), args.replay)
-    result = simulate(inputs, strategy, seed, population)
+    adapt = None
+    if args.adapt_policy:
+        from real.adapt_hook import PolicyHook
+        adapt = PolicyHook(Path(args.adapt_policy))
+    result = simulate(inputs, strategy, seed, population, adapt)
     summary = write_run(out, inputs, result.events, strategy, seed,
                         extra={"replay_of": str(Path(args.replay).resolve())} if args.replay else None)
     ttt = summary["time_to_target_s"]
@@ -283,6 +287,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int)
     p.add_argument("--out", help="result folder")
     p.add_argument("--replay", help="events.jsonl of a recorded run: re-time that exact population")
+    p.add_argument("--adapt-policy", help="policy folder from `hetune adapt learn`: deepen a trial's model when "
+                                          "a strategy moves it to a faster worker (approximate, see real/adapt_hook.py)")
     _add_common(p)
     p.set_defaults(fn=cmd_simulate)
 

@@ -20,7 +20,7 @@ explore then perturbs the donor's configuration.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
 import numpy as np
 import simpy
@@ -35,6 +35,13 @@ from sim.runnable import RunnableIndex
 from sim.strategies import create
 from sim.strategies.base import IDLE, Idle, Retire, Run, Strategy
 from sim.throughput import DeviceModel
+
+
+class AdaptHook(Protocol):
+    """Consulted when a strategy moves a trial to a faster worker (an "up" for its job)."""
+
+    def on_up(self, trial: int, time_left_fraction: float) -> tuple[list[int], float]:
+        """Deepening actions chosen and the factor by which the trial's step time grows."""
 
 
 class SimulationError(RuntimeError):
@@ -67,6 +74,8 @@ class Trial:
     ckpt: Checkpoint | None = None
     last_perturbation: int = 0
     version: int = 0
+    last_step_s: float | None = None  # step time of the worker it last ran on
+    step_factor: float = 1.0  # > 1 once its model was deepened (adapt hook)
 
 
 @dataclass(eq=False)
@@ -159,7 +168,8 @@ class Simulation:
         population_source: optional callable giving initial configs (replay); default samples.
     """
 
-    def __init__(self, inputs: RunInputs, strategy: str, seed: int, population: PopulationModel | None = None) -> None:
+    def __init__(self, inputs: RunInputs, strategy: str, seed: int, population: PopulationModel | None = None,
+                 adapt: AdaptHook | None = None) -> None:
         exp = inputs.experiment
         self.inputs = inputs
         self.info = exp.experiment
@@ -167,6 +177,7 @@ class Simulation:
         # Curves fitted from real runs (calibration [curves.<model>]) beat the experiment's guess.
         params = inputs.calibration.curves.get(self.info.model, exp.surrogate)
         self.model: PopulationModel = population or SurrogatePopulation(params, self.pbt)
+        self.adapt = adapt
         self.population = self.model.population(self.info.population)
         self.stop_iterations = self.info.stop_iterations
         self.strategy: Strategy = create(strategy, inputs.strategy_params(strategy))
@@ -329,11 +340,18 @@ class Simulation:
                 self._emit("resume", t, w, duration_s=dur, load_s=dm.load_s, copy_s=copy_s)
             t.resident = w
             w.resident = t
+        if self.adapt is not None and t.last_step_s is not None and w.step_time_s < t.last_step_s:
+            # Moved to a faster worker: an "up" for this trial's job; the hook may deepen its model.
+            actions, factor = self.adapt.on_up(t.id, 1.0 - t.iteration / self.stop_iterations)
+            if factor != 1.0:
+                t.step_factor *= factor
+                self._emit("adapt", t, w, actions=list(actions), step_factor=t.step_factor)
+        t.last_step_s = w.step_time_s
         # Compute: stop at the next checkpoint boundary and at the iteration limit.
         ci = self.info.checkpoint_interval
         to_boundary = ci - (t.iteration % ci)
         k = min(wanted, to_boundary, self.stop_iterations - t.iteration)
-        dur = k * w.step_time_s + self.eval_s(dm)
+        dur = k * w.step_time_s * t.step_factor + self.eval_s(dm)
         yield self.env.timeout(dur)
         t.iteration += k
         self.remaining -= k
@@ -467,7 +485,8 @@ class Simulation:
             self._maybe_release_barrier()
 
 
-def simulate(inputs: RunInputs, strategy: str, seed: int, population: PopulationModel | None = None) -> SimResult:
+def simulate(inputs: RunInputs, strategy: str, seed: int, population: PopulationModel | None = None,
+             adapt: AdaptHook | None = None) -> SimResult:
     """Simulate one run.
 
     Args:
@@ -475,5 +494,6 @@ def simulate(inputs: RunInputs, strategy: str, seed: int, population: Population
         strategy: registered strategy name.
         seed: the run's seed.
         population: accuracy and PBT-decision source (default: the learning-curve surrogate).
+        adapt: optional hook deepening a trial's model when it moves to a faster worker.
     """
-    return Simulation(inputs, strategy, seed, population).run()
+    return Simulation(inputs, strategy, seed, population, adapt).run()

@@ -28,6 +28,7 @@ KIND_FIELDS: dict[str, tuple[str, ...]] = {
     "pause": (),
     "stop": ("reason",),
     "failure": ("reason", "lost_iterations"),
+    "adapt": ("actions", "step_factor"),
 }
 
 # Kinds whose duration_s is device time spent saving, loading or copying checkpoints.

@@ -107,3 +107,44 @@ def test_bad_scenario(tmp_path, capsys):
     scen.write_text('[adapt]\nname = "x"\nmodel = "convnet2"\nchanges = []\n')
     assert main(["adapt", "build-table", str(scen), "--out", str(tmp_path / "x.csv")]) == 2
     assert "adapt.changes: need at least one" in capsys.readouterr().err
+
+
+def test_simulator_consults_the_policy_when_a_trial_moves_to_a_faster_worker(tmp_path):
+    from pathlib import Path
+
+    from real.adapt_hook import PolicyHook
+    from sim.engine import simulate
+    from sim.loader import load_inputs
+
+    t = write_table(tmp_path / "t.csv", best=(0, 0, 0))
+    assert main(["adapt", "learn", str(t), "--episodes", "4000", "--out", str(tmp_path / "p")]) == 0
+    hook = PolicyHook(Path(tmp_path / "p"))
+    actions, factor = hook.on_up(0, 0.75)  # the table's time left at the first decision: 300 of 400 s
+    assert actions == [0, 0, 0] and factor > 1.0
+
+    class Recording:  # the engine's side: consulted exactly on moves to faster workers
+        def __init__(self):
+            self.calls = []
+
+        def on_up(self, trial, frac):
+            self.calls.append((trial, frac))
+            return [0], 1.5
+
+    inputs = load_inputs(REPO / "configs/experiments/pbt-resnet18-cifar10.toml")
+    rec = Recording()
+    res = simulate(inputs, "throughput-proportional", 0, adapt=rec)
+    adapts = [e for e in res.events if e["kind"] == "adapt"]
+    assert rec.calls and len(adapts) == len(rec.calls)
+    assert all(0.0 <= f <= 1.0 for _, f in rec.calls)
+    last_step: dict = {}
+    speed = {w.id: w.step_time_s for w in res.workers}
+    ups = 0
+    for e in res.events:
+        if e["kind"] == "chunk":
+            if e["trial"] in last_step and speed[e["worker"]] < last_step[e["trial"]]:
+                ups += 1
+            last_step[e["trial"]] = speed[e["worker"]]
+    assert ups == len(rec.calls)
+    plain = simulate(inputs, "throughput-proportional", 0)
+    assert not any(e["kind"] == "adapt" for e in plain.events)
+    assert max(e["t"] for e in res.events) > max(e["t"] for e in plain.events)  # deeper models are slower
