@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 from sim.errors import ConfigError
 
@@ -381,12 +381,7 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--out", default="", help="JSON (default: <policy>/evaluation.json)")
     q.set_defaults(fn=cmd_adapt_evaluate)
 
-    for extra in _extra_parsers:
-        extra(sub)
     return ap
-
-
-_extra_parsers: list[Callable[[Any], None]] = []
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -17,7 +17,6 @@ Greedy play (argmax) is what evaluate reports.
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 from pathlib import Path
 from typing import Any

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Literal
 
-from sim.errors import ConfigError
 from sim.schema import from_mapping
 from sim.tomlfile import read_toml
 
@@ -152,9 +151,3 @@ def load_cluster(path: str | Path) -> ClusterConfig:
     """
     data = read_toml(path)
     return from_mapping(ClusterConfig, data, str(path))
-
-
-def require(cond: bool, where: str, key: str, message: str) -> None:
-    """Raise ConfigError unless ``cond``."""
-    if not cond:
-        raise ConfigError(where, key, message)

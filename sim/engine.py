@@ -19,8 +19,8 @@ explore then perturbs the donor's configuration.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 import numpy as np
 import simpy

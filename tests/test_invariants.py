@@ -39,6 +39,7 @@ def check_invariants(events: list[dict], interval: int, stop: int) -> None:
     reached = defaultdict(int)
     stopped = set()
     last_acc: dict[int, float] = {}
+    at_decision: dict[int, dict[int, float]] = {}  # scores when the trial's PBT decision was taken
     for e in events:
         t = e["trial"]
         if t is None:
@@ -48,10 +49,15 @@ def check_invariants(events: list[dict], interval: int, stop: int) -> None:
             assert e["iteration"] == reached[t] + e["iterations"]
             reached[t] = e["iteration"]
             last_acc[t] = e["accuracy"]
+        if e["kind"] == "checkpoint":
+            # asynchronous PBT decides right after the checkpoint; the copy then takes time
+            at_decision[t] = dict(last_acc)
         if e["kind"] == "exploit":
-            # only at perturbation points, and only from a better-ranked (top-quantile) donor
+            # only at perturbation points, and only from a donor ranked above the trial when the
+            # decision was taken (synchronous PBT decides at the barrier: no worker, no wait)
             assert e["iteration"] % interval == 0
-            assert last_acc[e["donor"]] >= last_acc[t]
+            scores = last_acc if e["worker"] is None else at_decision[t]
+            assert scores[e["donor"]] >= scores[t]
             reached[t] = e["donor_iteration"]
         if e["kind"] == "stop":
             stopped.add(t)
@@ -59,7 +65,8 @@ def check_invariants(events: list[dict], interval: int, stop: int) -> None:
     assert all(v <= stop for v in reached.values())
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=40, deadline=None, derandomize=True,  # deterministic, as every test here
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(strategy=st.sampled_from(strategies.names()), seed=st.integers(0, 10_000),
        population=st.integers(1, 9), cluster=st.sampled_from(range(len(CLUSTERS))),
        synch=st.booleans(), half=st.booleans())
