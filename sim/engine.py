@@ -165,7 +165,9 @@ class Simulation:
         inputs: experiment, cluster and calibration.
         strategy: registered strategy name.
         seed: seed of every random stream of the run.
-        population_source: optional callable giving initial configs (replay); default samples.
+        population: accuracy and PBT-decision source (default: the learning-curve surrogate; a
+            ReplayPopulation re-times a recorded run).
+        adapt: optional hook consulted when a trial moves to a faster worker.
     """
 
     def __init__(self, inputs: RunInputs, strategy: str, seed: int, population: PopulationModel | None = None,
