@@ -34,6 +34,7 @@ from sim.ranking import Ranking
 from sim.runnable import RunnableIndex
 from sim.strategies import create
 from sim.strategies.base import IDLE, Idle, Retire, Run, Strategy
+from sim.view import EngineView
 from sim.throughput import DeviceModel
 
 
@@ -103,61 +104,6 @@ class SimResult:
     workers: list[Worker]
 
 
-class _View:
-    """The read-only SimView handed to strategies."""
-
-    def __init__(self, sim: "Simulation") -> None:
-        self._sim = sim
-
-    @property
-    def now(self) -> float:
-        return self._sim.env.now
-
-    @property
-    def workers(self) -> list[Worker]:
-        return self._sim.workers
-
-    @property
-    def trials(self) -> list[Trial]:
-        return self._sim.trials
-
-    @property
-    def stop_iterations(self) -> int:
-        return self._sim.stop_iterations
-
-    @property
-    def interval(self) -> int:
-        return self._sim.pbt.perturbation_interval
-
-    @property
-    def target_reached(self) -> bool:
-        return self._sim.time_to_target is not None
-
-    @property
-    def remaining_iterations(self) -> int:
-        return self._sim.remaining
-
-    @property
-    def runnable_count(self) -> int:
-        return len(self._sim.runnable)
-
-    @property
-    def unfinished_count(self) -> int:
-        return self._sim.unfinished
-
-    def peek(self, ordering: str, skip: set[int] | None = None) -> Trial | None:
-        return self._sim.runnable.peek(ordering, skip)  # type: ignore[return-value]
-
-    def rank_position(self, trial_id: int) -> int:
-        return self._sim.ranking.position(trial_id)
-
-    def ranked_count(self) -> int:
-        return len(self._sim.ranking)
-
-    def fastest_step_time_s(self) -> float:
-        return self._sim.fastest_step
-
-
 class Simulation:
     """One simulated PBT run of an experiment under one strategy.
 
@@ -204,7 +150,7 @@ class Simulation:
             raise SimulationError(f"strategy {strategy!r} carved no workers from cluster {inputs.cluster.cluster.name!r}")
         self.fastest_step = min(w.step_time_s for w in self.workers)
         self.copy_bandwidth_mb_s = inputs.cluster.cluster.network_gbps * 1000.0 / 8.0
-        self.view = _View(self)
+        self.view = EngineView(self)
         self.remaining = self.population * self.stop_iterations
         self.unfinished = self.population
         self.time_to_target: float | None = None
