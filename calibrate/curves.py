@@ -18,7 +18,10 @@ import numpy as np
 
 from sim.errors import ConfigError
 from sim.events import read_events
+from sim.schema import to_mapping
 from sim.surrogate import SurrogateParams
+from sim.throughput import load_calibration
+from sim.tomlfile import atomic_write_toml, read_toml
 
 GRID = {
     "max_accuracy": np.linspace(0.3, 1.0, 15),
@@ -124,3 +127,47 @@ def restart_overheads(event_logs: list[list[dict[str, Any]]]) -> dict[str, float
             elif e["kind"] == "resume" and w in left:
                 gaps.setdefault(e["device"], []).append(e["t"] - left.pop(w))
     return {d: float(np.median(v)) for d, v in sorted(gaps.items()) if v}
+
+
+def run_calibration_file(events: str) -> Path:
+    """The calibration.toml a run folder keeps beside its events."""
+    p = Path(events)
+    folder = p if p.is_dir() else p.parent
+    if not (folder / "calibration.toml").is_file():
+        raise ConfigError(str(folder), "", "no calibration.toml beside the events; name one with --calibration")
+    return folder / "calibration.toml"
+
+
+def write_curves(events: list[str], out: Path, model: str, dataset: str,
+                 base_path: Path | None = None) -> tuple[SurrogateParams, dict[str, float], dict[str, float]]:
+    """Fit curves and trial-restart overheads from recorded runs; write the base calibration plus them.
+
+    Args:
+        events: events.jsonl files or run folders.
+        out: calibration file to write.
+        model: the model the curves are for.
+        dataset: "cifar10" or "cifar100" (chance accuracy).
+        base_path: base calibration (default: the first run folder's calibration.toml).
+
+    Returns:
+        (fitted parameters, fit statistics, restart overhead seconds per device type).
+    """
+    logs = read_logs(events)
+    base_path = base_path or run_calibration_file(events[0])
+    load_calibration(base_path)  # refuse a broken base before fitting
+    base = read_toml(base_path)
+    params, stats = fit_curves(logs, chance=1.0 / (100 if dataset == "cifar100" else 10))
+    base.setdefault("curves", {})[model] = to_mapping(params)
+    restarts = restart_overheads(logs)
+    for device, seconds in restarts.items():
+        entry = base.get("models", {}).get(model, {}).get(device)
+        if entry is not None:  # what a trial switch really cost in the recorded runs
+            entry["start_overhead_s"] = round(seconds, 3)
+    base.setdefault("provenance", {})["curves"] = (
+        f"fitted by hetune calibrate curves from {len(logs)} run(s) ({', '.join(events)}): "
+        f"{stats['points']} accuracies, RMSE {stats['rmse']:.4f}; start_overhead_s of "
+        f"{', '.join(restarts) or 'no'} device type(s) set to the recorded trial-restart gaps")
+    atomic_write_toml(out, base, header="Calibration with learning curves fitted from real runs "
+                                        "(`hetune calibrate curves`).")
+    load_calibration(out)
+    return params, stats, restarts

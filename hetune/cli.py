@@ -176,43 +176,16 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_curves(args: argparse.Namespace) -> int:
-    from calibrate.curves import fit_curves, read_logs, restart_overheads
-    from sim.schema import to_mapping
-    from sim.throughput import load_calibration
-    from sim.tomlfile import atomic_write_toml, read_toml
+    from calibrate.curves import write_curves
 
-    logs = read_logs(args.events)
-    base_path = Path(args.calibration) if args.calibration else _run_calibration(args.events[0])
-    base = read_toml(base_path)
-    load_calibration(base_path)  # refuse a broken base before fitting
-    classes = 100 if args.dataset == "cifar100" else 10
-    params, stats = fit_curves(logs, chance=1.0 / classes)
-    base.setdefault("curves", {})[args.model] = to_mapping(params)
-    restarts = restart_overheads(logs)
+    params, stats, restarts = write_curves(args.events, Path(args.out), args.model, args.dataset,
+                                           Path(args.calibration) if args.calibration else None)
     for device, seconds in restarts.items():
-        entry = base.get("models", {}).get(args.model, {}).get(device)
-        if entry is not None:  # what a trial switch really cost in the recorded runs
-            entry["start_overhead_s"] = round(seconds, 3)
-            print(f"{args.model} on {device}: trial restart overhead {seconds:.2f} s (median of recorded switches)")
-    base.setdefault("provenance", {})["curves"] = (
-        f"fitted by hetune calibrate curves from {len(logs)} run(s) ({', '.join(args.events)}): "
-        f"{stats['points']} accuracies, RMSE {stats['rmse']:.4f}; start_overhead_s of "
-        f"{', '.join(restarts) or 'no'} device type(s) set to the recorded trial-restart gaps")
-    atomic_write_toml(args.out, base, header="Calibration with learning curves fitted from real runs "
-                                             "(`hetune calibrate curves`).")
-    load_calibration(args.out)
+        print(f"{args.model} on {device}: trial restart overhead {seconds:.2f} s (median of recorded switches)")
     print(f"{args.model}: max_accuracy {params.max_accuracy:.3f}, tau {params.tau_iterations:.1f} iterations, "
           f"lr_opt {params.lr_opt:.4g}, width {params.width_decades} decades, noise {params.noise_std:.3f} "
           f"(RMSE {stats['rmse']:.4f} over {stats['points']} accuracies) -> {args.out}")
     return 0
-
-
-def _run_calibration(events: str) -> Path:
-    p = Path(events)
-    folder = p if p.is_dir() else p.parent
-    if not (folder / "calibration.toml").is_file():
-        raise ConfigError(str(folder), "", "no calibration.toml beside the events; name one with --calibration")
-    return folder / "calibration.toml"
 
 
 def cmd_adapt_build(args: argparse.Namespace) -> int:
