@@ -68,10 +68,10 @@ def load_inputs(path: str | Path, overrides: list[str] | None = None) -> RunInpu
         strategies.parse_params(name, exp.strategies[name], where)
     strategies.get_class(exp.strategy.name, f"{where}: strategy.name")
     model = exp.experiment.model
+    if model not in calibration.models:
+        raise ConfigError(exp.calibration.path, f"models.{model}",
+                          f"no calibration for model {model!r} named by {where}")
     for device in sorted({n.device for n in cluster.nodes}):
-        if model not in calibration.models:
-            raise ConfigError(exp.calibration.path, f"models.{model}",
-                              f"no calibration for model {model!r} named by {where}")
         if device not in calibration.models[model]:
             raise ConfigError(exp.calibration.path, f"models.{model}.{device}",
                               f"no calibration for device type {device!r} of cluster {exp.cluster.path}")
