@@ -53,7 +53,7 @@ class PolicyHook:
             base = count_parameters(model)
             actions = []
             for step in range(3):
-                x = torch.tensor([state_features(model, time_left_fraction, 1.0, step)])
+                x = torch.tensor([state_features(model, time_left_fraction, 1.0, step, actions)])
                 a = int(self.policy(x).argmax(1)[0])
                 deepen(model, a)
                 actions.append(a)

@@ -3,8 +3,9 @@
 State = features of the model's structure and of the time left, never names:
 for each deepenable block (layers in it, log2 width, log10 parameters), for the
 whole model (conv / linear / batch-norm / other layer counts, depth, log10
-parameters), the fraction of the budget left with sinusoidal encodings, and the
-decision index. Layers of a kind never seen before only change the counts, so
+parameters), the age of each block's newest layer (so two orders of the same
+deepenings differ), the fraction of the budget left with sinusoidal encodings,
+and the decision index. Layers of a kind never seen before only change the counts, so
 nothing breaks on unseen layers. Structures come from real models built and
 deepened with ``real.net2net``.
 
@@ -30,7 +31,7 @@ from real.net2net import NOTHING, SMALL_MODELS, SmallCNN, deepen
 from sim.errors import ConfigError
 from sim.tomlfile import atomic_write_json
 
-FEATURES = 25
+FEATURES = 28
 NO_ADAPTATION = (NOTHING, NOTHING, NOTHING)
 
 
@@ -59,12 +60,35 @@ def structure_features(model: nn.Module) -> list[float]:
                      math.log10(params + 1), float(len(leaves))]
 
 
-def state_features(model: nn.Module, time_left: float, total: float, step: int) -> list[float]:
-    """The full state: structure (16), time left (1 + 4 sinusoids), decision index one-hot (3) and a bias (1)."""
+def layer_age_features(history: tuple[int, ...] | list[int]) -> list[float]:
+    """Per deepenable block, 1 / (decisions since a layer was last added to it), 0 if never (3 numbers).
+
+    Two orders of the same deepenings give the same structure (deepen 0 then 1, or 1
+    then 0); the age of each block's newest layer tells them apart, so the policy can
+    choose differently after each (their training histories, and outcomes, differ).
+    """
+    ages = []
+    for block in range(3):
+        last = [k for k, a in enumerate(history) if a == block]
+        ages.append(1.0 / (len(history) - last[-1]) if last else 0.0)
+    return ages
+
+
+def state_features(model: nn.Module, time_left: float, total: float, step: int,
+                   history: tuple[int, ...] | list[int] = ()) -> list[float]:
+    """The full state: structure (16), layer ages (3), time left (1 + 4 sinusoids), decision one-hot (3), bias (1).
+
+    Args:
+        model: the model as it is now (deepened by ``history``).
+        time_left: seconds left in the budget.
+        total: the budget, seconds.
+        step: the decision index (0, 1, 2).
+        history: the actions taken at the earlier decisions.
+    """
     frac = max(0.0, min(1.0, time_left / total)) if total > 0 else 0.0
     sin = [f(math.pi * k * frac) for k in (1, 2) for f in (math.sin, math.cos)]
     onehot = [1.0 if step == i else 0.0 for i in range(3)]
-    return structure_features(model) + [frac] + sin + onehot + [1.0]
+    return structure_features(model) + layer_age_features(history) + [frac] + sin + onehot + [1.0]
 
 
 class Policy(nn.Module):
@@ -98,7 +122,7 @@ class TableStates:
                     deepen(model, int(a))
                 rows = [r for r in table.rows.values() if r.actions[:depth] == tuple(int(a) for a in prefix)]
                 t_left = float(np.mean([r.times_left[depth] for r in rows]))
-                feats.append(state_features(model, t_left, total, depth))
+                feats.append(state_features(model, t_left, total, depth, tuple(int(a) for a in prefix)))
         self.x = torch.tensor(feats, dtype=torch.float32)  # rows: [root, a1 (4), a1*4+a2 (16)]
         acc = np.array([table.rows[s].acc for s in SEQUENCES])
         std = acc.std() or 1.0
@@ -123,9 +147,24 @@ def learn(tables: list[Table], episodes: int = 20_000, seed: int = 0, batch: int
         batch: episodes per update.
         lr: Adam learning rate.
     """
+    threads = torch.get_num_threads()
+    # a 64-unit MLP gains nothing from intra-op threads, and on a busy host they spin-wait
+    # for each other (measured: 1.5 s with one thread, 4-56 s with two while other jobs ran)
+    torch.set_num_threads(1)
+    try:
+        return _learn(tables, episodes, seed, batch, lr)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _learn(tables: list[Table], episodes: int, seed: int, batch: int,
+           lr: float) -> tuple[Policy, list[dict[str, float]]]:
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed)
     states = [TableStates(t) for t in tables]
+    x_all = torch.cat([st.x for st in states])  # every table's 21 states, stacked
+    offset = torch.tensor([i * len(states[0].x) for i in range(len(states))])
+    reward_all = torch.stack([st.reward for st in states])  # (tables, 64)
     policy = Policy()
     opt = torch.optim.Adam(policy.parameters(), lr=lr)
     updates = max(1, episodes // batch)
@@ -140,15 +179,13 @@ def learn(tables: list[Table], episodes: int = 20_000, seed: int = 0, batch: int
         logp = torch.zeros(batch)
         entropy = torch.zeros(batch)
         for step in range(3):
-            x = torch.stack([states[int(w)].x[int(states[int(w)].state_index(step, actions[i:i + 1])[0])]
-                             for i, w in enumerate(which)])
+            x = x_all[offset[which] + states[0].state_index(step, actions)]
             dist = torch.distributions.Categorical(logits=policy(x) / temperature)
             a = torch.multinomial(dist.probs, 1, generator=gen).squeeze(1)
             actions[:, step] = a
             logp = logp + dist.log_prob(a)
             entropy = entropy + dist.entropy()
-        idx = actions[:, 0] * 16 + actions[:, 1] * 4 + actions[:, 2]
-        reward = torch.stack([states[int(w)].reward[int(i)] for w, i in zip(which, idx)])
+        reward = reward_all[which, actions[:, 0] * 16 + actions[:, 1] * 4 + actions[:, 2]]
         advantage = reward - baseline
         baseline = 0.9 * baseline + 0.1 * float(reward.mean())
         loss = -(advantage.detach() * logp).mean() - entropy_coef * entropy.mean()

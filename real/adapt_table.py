@@ -6,7 +6,13 @@ before an "up" the job has fewer GPUs, emulated by charging ``slow_factor`` x
 the measured time of an epoch. Time spent evaluating counts against the
 budget. Time is virtual: measured seconds x ``time_scale`` (so a scaled-down
 scenario runs in minutes on a CPU while keeping the shape of the original
-400-s budget). All 64 sequences start from the same weights, pre-trained for
+400-s budget).
+
+What an epoch and an evaluation cost is measured once per model structure
+(``EpochCost``: the fastest of a few timed steps, times the steps per epoch)
+rather than per epoch: on a shared host the wall time of each epoch jitters by
+tens of percent, which would change how many epochs fit in the budget from one
+sequence to the next and drown the differences the table exists to measure. All 64 sequences start from the same weights, pre-trained for
 the time before the first "up"; after the up, an agent's decision (deepen
 block 0, 1, 2, or nothing) precedes each of the next 3 epochs, then training
 continues until the budget is spent; the final test accuracy is recorded.
@@ -65,6 +71,8 @@ class Scenario:
         lr_decay: exponential decay of the learning rate per epoch.
         data_dir: CIFAR-10 folder ("" = a synthetic CIFAR-format dataset).
         signal: class signal of the synthetic data (smaller is harder).
+        image_size: side of the images the model sees, pixels (32, 16 or 8); smaller images are
+            CIFAR's average-pooled down, which makes a CPU-sized scenario 4x (16) cheaper per epoch.
     """
 
     name: str
@@ -81,6 +89,7 @@ class Scenario:
     lr_decay: float = 0.9
     data_dir: str = ""
     signal: float = 0.12
+    image_size: int = 32
 
     def check(self) -> Iterator[tuple[str, str]]:
         if self.budget_s <= 0:
@@ -92,6 +101,8 @@ class Scenario:
             yield "changes", f"the first up ({ups[0].time}) must fall inside the budget"
         if self.slow_factor < 1 or self.time_scale <= 0:
             yield "slow_factor", "slow_factor must be >= 1 and time_scale > 0"
+        if self.image_size not in (8, 16, 32):
+            yield "image_size", f"must be 32, 16 or 8, got {self.image_size}"
         for k in ("epoch_samples", "test_samples", "batch_size"):
             if getattr(self, k) < 1:
                 yield k, f"must be >= 1, got {getattr(self, k)}"
@@ -121,6 +132,55 @@ def load_scenario(path: str | Path, overrides: list[str] | None = None) -> Scena
     return from_mapping(Scenario, data["adapt"], str(path), "adapt")
 
 
+class EpochCost:
+    """Measured cost of one training epoch and one evaluation, per model structure, in measured seconds.
+
+    A structure is its parameters' names and shapes. Each cost is the minimum over ``reps`` timed
+    passes (the minimum is the least load-sensitive statistic on a shared host), scaled
+    to the epoch: steps per epoch x the fastest training step.
+
+    Args:
+        scenario: the scenario (batch size, samples per epoch and per evaluation).
+        reps: timed passes per measurement.
+    """
+
+    def __init__(self, scenario: Scenario, reps: int = 5) -> None:
+        self.s = scenario
+        self.reps = reps
+        self._cache: dict[tuple[tuple[str | int, ...], ...], tuple[float, float]] = {}
+
+    def __call__(self, model: torch.nn.Module, xtr: torch.Tensor, xte: torch.Tensor) -> tuple[float, float]:
+        """(epoch seconds, evaluation seconds) of ``model``, measured on first sight of its structure."""
+        # names place each layer (a layer added to block 0 or to block 1 has the same shapes)
+        key = tuple((name, *p.shape) for name, p in model.named_parameters())
+        if key not in self._cache:
+            self._cache[key] = self._measure(model, xtr, xte)
+        return self._cache[key]
+
+    def _measure(self, model: torch.nn.Module, xtr: torch.Tensor, xte: torch.Tensor) -> tuple[float, float]:
+        probe = copy.deepcopy(model)  # timing steps must not change the model being trained
+        opt = torch.optim.Adam(probe.parameters(), lr=0.0)
+        x = xtr[: self.s.batch_size]
+        y = torch.zeros(len(x), dtype=torch.long)
+        probe.train()
+        step = []
+        for _ in range(self.reps + 1):  # the first pass warms up allocators and is discarded
+            t0 = time.perf_counter()
+            opt.zero_grad(set_to_none=True)
+            torch.nn.functional.cross_entropy(probe(x), y).backward()
+            opt.step()
+            step.append(time.perf_counter() - t0)
+        steps = -(-self.s.epoch_samples // self.s.batch_size)
+        probe.eval()
+        ev = []
+        with torch.no_grad():
+            for _ in range(self.reps + 1):
+                t0 = time.perf_counter()
+                probe(xte)
+                ev.append(time.perf_counter() - t0)
+        return steps * min(step[1:]), min(ev[1:])
+
+
 class Job:
     """Trains a model under the scenario's clock.
 
@@ -128,14 +188,17 @@ class Job:
         scenario: the scenario.
         data: (train x, train y, test x, test y) tensors.
         seed: seed of the batch order.
+        cost: the per-structure cost model (shared across the jobs of a table).
     """
 
-    def __init__(self, scenario: Scenario, data: tuple[torch.Tensor, ...], seed: int) -> None:
+    def __init__(self, scenario: Scenario, data: tuple[torch.Tensor, ...], seed: int,
+                 cost: EpochCost | None = None) -> None:
         self.s = scenario
         self.xtr, self.ytr, self.xte, self.yte = data
         self.gen = torch.Generator().manual_seed(seed)
         self.clock = scenario.start_offset_s
         self.epoch = 0
+        self.cost = cost or EpochCost(scenario)
 
     @property
     def end(self) -> float:
@@ -145,7 +208,7 @@ class Job:
         self.clock += seconds * self.s.time_scale * self.s.factor_at(self.clock)
 
     def train_epoch(self, model: torch.nn.Module, opt: torch.optim.Optimizer) -> None:
-        t0 = time.perf_counter()
+        seconds = self.cost(model, self.xtr, self.xte)[0]
         model.train()
         idx = torch.randperm(len(self.ytr), generator=self.gen)[: self.s.epoch_samples]
         for i in range(0, len(idx), self.s.batch_size):
@@ -156,14 +219,14 @@ class Job:
         for g in opt.param_groups:  # exponential decay per epoch
             g["lr"] *= self.s.lr_decay
         self.epoch += 1
-        self._charge(time.perf_counter() - t0)
+        self._charge(seconds)
 
     @torch.no_grad()
     def evaluate(self, model: torch.nn.Module) -> float:
-        t0 = time.perf_counter()
+        seconds = self.cost(model, self.xtr, self.xte)[1]
         model.eval()
         acc = float((model(self.xte).argmax(1) == self.yte).float().mean())
-        self._charge(time.perf_counter() - t0)
+        self._charge(seconds)
         return acc
 
 
@@ -179,7 +242,8 @@ def _data(s: Scenario, seed: int, workdir: Path) -> tuple[torch.Tensor, ...]:
         xte, yte = load_cifar(d, "cifar10", "test")
 
     def t(x: np.ndarray) -> torch.Tensor:
-        return torch.as_tensor(x).permute(0, 3, 1, 2).float().div_(255.0)
+        img = torch.as_tensor(x).permute(0, 3, 1, 2).float().div_(255.0)
+        return torch.nn.functional.avg_pool2d(img, 32 // s.image_size) if s.image_size < 32 else img
     return t(xtr), torch.as_tensor(ytr).long(), t(xte), torch.as_tensor(yte).long()
 
 
@@ -198,19 +262,20 @@ def build_table(s: Scenario, out: Path, repeats: int = 1, seed: int = 0,
     sums: dict[tuple[int, int, int], np.ndarray] = {seq: np.zeros(5) for seq in SEQUENCES}
     total = repeats * len(SEQUENCES)
     done = 0
+    cost = EpochCost(s)  # one cost model for every repeat, so all repeats share one clock
     for r in range(repeats):
         torch.manual_seed(seed + r)
         with tempfile.TemporaryDirectory(prefix="hetune-adapt-") as tmp:  # synthetic data, read into memory
             data = _data(s, seed + r, Path(tmp))
         base = SMALL_MODELS[s.model]()
         base_opt = torch.optim.Adam(base.parameters(), lr=s.lr)
-        pre = Job(s, data, seed + r)
+        pre = Job(s, data, seed + r, cost)
         while pre.clock < s.up_time:  # pre-training up to the "up", shared by every sequence
             pre.train_epoch(base, base_opt)
             pre.evaluate(base)
         for seq in SEQUENCES:
             model = copy.deepcopy(base)
-            job = Job(s, data, seed + r + 1)
+            job = Job(s, data, seed + r + 1, cost)
             job.clock, job.epoch = pre.clock, pre.epoch
             lr = base_opt.param_groups[0]["lr"]
             times = []

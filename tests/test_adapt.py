@@ -102,11 +102,40 @@ def test_build_table_trains_every_sequence(tmp_path):
         assert 0.0 <= r.acc <= 1.0
 
 
+def test_epoch_cost_is_measured_once_per_structure_and_tells_blocks_apart():
+    import torch
+
+    from real.adapt_table import EpochCost, Scenario
+    from real.net2net import convnet2, deepen
+
+    cost = EpochCost(Scenario(name="c", model="convnet2", epoch_samples=64, batch_size=32), reps=1)
+    x = torch.rand(64, 3, 16, 16)
+    base = cost(convnet2(), x, x)
+    assert base[0] > 0 and base[1] > 0
+    assert cost(convnet2(), x, x) == base and len(cost._cache) == 1  # the same structure is not re-timed
+    cost(deepen(convnet2(), 0), x, x)
+    cost(deepen(convnet2(), 1), x, x)  # same shapes as a layer added to block 0, another place
+    assert len(cost._cache) == 3
+
+
+def test_two_orders_of_the_same_deepenings_are_different_states(tmp_path):
+    from real.adapt_policy import TableStates
+
+    st = TableStates(read_table(write_table(tmp_path / "t.csv")))
+    # rows 5 + a1 * 4 + a2: the states before the third decision
+    assert not bool((st.x[5 + 0 * 4 + 1] == st.x[5 + 1 * 4 + 0]).all())
+
+
 def test_bad_scenario(tmp_path, capsys):
     scen = tmp_path / "s.toml"
     scen.write_text('[adapt]\nname = "x"\nmodel = "convnet2"\nchanges = []\n')
     assert main(["adapt", "build-table", str(scen), "--out", str(tmp_path / "x.csv")]) == 2
     assert "adapt.changes: need at least one" in capsys.readouterr().err
+    scen.write_text('[adapt]\nname = "x"\nmodel = "convnet2"\nchanges = [{time = 1.0, change = "up"}]\n'
+                    'image_size = 12\n')
+    assert main(["adapt", "build-table", str(scen), "--out", str(tmp_path / "x.csv")]) == 2
+    assert "adapt.image_size: must be 32, 16 or 8" in capsys.readouterr().err
+    assert not (tmp_path / "x.csv").exists()
 
 
 def test_simulator_consults_the_policy_when_a_trial_moves_to_a_faster_worker(tmp_path):
