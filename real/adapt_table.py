@@ -9,8 +9,8 @@ scenario runs in minutes on a CPU while keeping the shape of the original
 400-s budget).
 
 What an epoch and an evaluation cost is measured once per model structure
-(``EpochCost``: the fastest of a few timed steps, times the steps per epoch)
-rather than per epoch: on a shared host the wall time of each epoch jitters by
+(``EpochCost``: the fastest of interleaved timed rounds, times the steps per
+epoch) before training starts, rather than per epoch: on a shared host the wall time of each epoch jitters by
 tens of percent, which would change how many epochs fit in the budget from one
 sequence to the next and drown the differences the table exists to measure. All 64 sequences start from the same weights, pre-trained for
 the time before the first "up"; after the up, an agent's decision (deepen
@@ -23,6 +23,8 @@ from __future__ import annotations
 import copy
 import csv
 import io
+import itertools
+import math
 import tempfile
 import time
 from dataclasses import dataclass
@@ -132,53 +134,88 @@ def load_scenario(path: str | Path, overrides: list[str] | None = None) -> Scena
     return from_mapping(Scenario, data["adapt"], str(path), "adapt")
 
 
+EVAL_BATCH = 256  # test images per forward pass when evaluating
+StructureKey = tuple[tuple[Any, ...], ...]
+
+
+def structure_key(model: torch.nn.Module) -> StructureKey:
+    """A model's structure: its parameters' names and shapes.
+
+    Names place each layer: a layer added to block 0 or to block 1 has the same shapes.
+    """
+    return tuple((name, *p.shape) for name, p in model.named_parameters())
+
+
 class EpochCost:
     """Measured cost of one training epoch and one evaluation, per model structure, in measured seconds.
 
-    A structure is its parameters' names and shapes. Each cost is the minimum over ``reps`` timed
-    passes (the minimum is the least load-sensitive statistic on a shared host), scaled
-    to the epoch: steps per epoch x the fastest training step.
+    ``prime`` times every structure a table can reach in interleaved rounds (one
+    training step and one evaluation of each structure per round) and keeps each
+    structure's fastest round: a burst of load on a shared host then slows one round
+    of every structure rather than all the measurements of one, and the minimum
+    discards it. An epoch costs steps per epoch x the fastest training step; an
+    evaluation, the fastest pass over one evaluation batch x (test images / batch).
+    A structure met later without priming is timed on its own the same way.
 
     Args:
         scenario: the scenario (batch size, samples per epoch and per evaluation).
-        reps: timed passes per measurement.
+        rounds: timed rounds per structure.
     """
 
-    def __init__(self, scenario: Scenario, reps: int = 5) -> None:
+    def __init__(self, scenario: Scenario, rounds: int = 10) -> None:
         self.s = scenario
-        self.reps = reps
-        self._cache: dict[tuple[tuple[str | int, ...], ...], tuple[float, float]] = {}
+        self.rounds = rounds
+        self._cache: dict[StructureKey, tuple[float, float]] = {}
 
     def __call__(self, model: torch.nn.Module, xtr: torch.Tensor, xte: torch.Tensor) -> tuple[float, float]:
-        """(epoch seconds, evaluation seconds) of ``model``, measured on first sight of its structure."""
-        # names place each layer (a layer added to block 0 or to block 1 has the same shapes)
-        key = tuple((name, *p.shape) for name, p in model.named_parameters())
+        """(epoch seconds, evaluation seconds) of ``model``."""
+        key = structure_key(model)
         if key not in self._cache:
-            self._cache[key] = self._measure(model, xtr, xte)
+            self.prime([model], xtr, xte)
         return self._cache[key]
 
-    def _measure(self, model: torch.nn.Module, xtr: torch.Tensor, xte: torch.Tensor) -> tuple[float, float]:
-        probe = copy.deepcopy(model)  # timing steps must not change the model being trained
-        opt = torch.optim.Adam(probe.parameters(), lr=0.0)
+    def prime(self, models: list[torch.nn.Module], xtr: torch.Tensor, xte: torch.Tensor) -> None:
+        """Time every structure among ``models`` not yet timed, in interleaved rounds."""
+        probes: dict[StructureKey, tuple[torch.nn.Module, torch.optim.Optimizer]] = {}
+        for m in models:
+            key = structure_key(m)
+            if key not in self._cache and key not in probes:
+                probe = copy.deepcopy(m)  # timing steps must not change a model being trained
+                probes[key] = (probe, torch.optim.Adam(probe.parameters(), lr=0.0))
         x = xtr[: self.s.batch_size]
         y = torch.zeros(len(x), dtype=torch.long)
-        probe.train()
-        step = []
-        for _ in range(self.reps + 1):  # the first pass warms up allocators and is discarded
-            t0 = time.perf_counter()
-            opt.zero_grad(set_to_none=True)
-            torch.nn.functional.cross_entropy(probe(x), y).backward()
-            opt.step()
-            step.append(time.perf_counter() - t0)
-        steps = -(-self.s.epoch_samples // self.s.batch_size)
-        probe.eval()
-        ev = []
-        with torch.no_grad():
-            for _ in range(self.reps + 1):
+        xev = xte[:EVAL_BATCH]
+        ev_scale = len(xte) / max(1, len(xev))
+        best = {k: [math.inf, math.inf] for k in probes}
+        for r in range(self.rounds + 1):  # round 0 warms up allocators and is discarded
+            for key, (probe, opt) in probes.items():
+                probe.train()
                 t0 = time.perf_counter()
-                probe(xte)
-                ev.append(time.perf_counter() - t0)
-        return steps * min(step[1:]), min(ev[1:])
+                opt.zero_grad(set_to_none=True)
+                torch.nn.functional.cross_entropy(probe(x), y).backward()
+                opt.step()
+                t1 = time.perf_counter()
+                probe.eval()
+                with torch.no_grad():
+                    probe(xev)
+                t2 = time.perf_counter()
+                if r:
+                    best[key] = [min(best[key][0], t1 - t0), min(best[key][1], t2 - t1)]
+        steps = -(-self.s.epoch_samples // self.s.batch_size)
+        for key, (step, ev) in best.items():
+            self._cache[key] = (steps * step, ev_scale * ev)
+
+
+def reachable_models(s: Scenario) -> list[torch.nn.Module]:
+    """The base model deepened by every prefix of every action sequence (85 models, ~20 structures)."""
+    models = []
+    for depth in range(4):
+        for prefix in itertools.product(range(4), repeat=depth):
+            m = SMALL_MODELS[s.model]()
+            for a in prefix:
+                deepen(m, a)
+            models.append(m)
+    return models
 
 
 class Job:
@@ -225,7 +262,7 @@ class Job:
     def evaluate(self, model: torch.nn.Module) -> float:
         seconds = self.cost(model, self.xtr, self.xte)[1]
         model.eval()
-        acc = float((model(self.xte).argmax(1) == self.yte).float().mean())
+        acc = _accuracy(model, self.xte, self.yte)
         self._charge(seconds)
         return acc
 
@@ -267,6 +304,8 @@ def build_table(s: Scenario, out: Path, repeats: int = 1, seed: int = 0,
         torch.manual_seed(seed + r)
         with tempfile.TemporaryDirectory(prefix="hetune-adapt-") as tmp:  # synthetic data, read into memory
             data = _data(s, seed + r, Path(tmp))
+        if r == 0:
+            cost.prime(reachable_models(s), data[0], data[2])
         base = SMALL_MODELS[s.model]()
         base_opt = torch.optim.Adam(base.parameters(), lr=s.lr)
         pre = Job(s, data, seed + r, cost)
@@ -315,4 +354,12 @@ def build_table(s: Scenario, out: Path, repeats: int = 1, seed: int = 0,
 def _last_acc(job: Job, model: torch.nn.Module) -> float:
     # the accuracy of the final model, not charged: the budget is already spent
     model.eval()
-    return float((model(job.xte).argmax(1) == job.yte).float().mean())
+    return _accuracy(model, job.xte, job.yte)
+
+
+@torch.no_grad()
+def _accuracy(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) -> float:
+    # batches of EVAL_BATCH images, as a data loader would, so evaluation time is linear in images
+    hits = sum(int((model(x[i:i + EVAL_BATCH]).argmax(1) == y[i:i + EVAL_BATCH]).sum())
+               for i in range(0, len(x), EVAL_BATCH))
+    return hits / len(x)

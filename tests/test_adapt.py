@@ -108,7 +108,7 @@ def test_epoch_cost_is_measured_once_per_structure_and_tells_blocks_apart():
     from real.adapt_table import EpochCost, Scenario
     from real.net2net import convnet2, deepen
 
-    cost = EpochCost(Scenario(name="c", model="convnet2", epoch_samples=64, batch_size=32), reps=1)
+    cost = EpochCost(Scenario(name="c", model="convnet2", epoch_samples=64, batch_size=32), rounds=1)
     x = torch.rand(64, 3, 16, 16)
     base = cost(convnet2(), x, x)
     assert base[0] > 0 and base[1] > 0
