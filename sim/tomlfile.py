@@ -79,6 +79,16 @@ def apply_overrides(data: dict[str, Any], overrides: list[str], base_dir: Path |
     return out
 
 
+def _file_mode() -> int:
+    # read once at import: os.umask can only be read by setting it, which is not thread-safe later
+    umask = os.umask(0o022)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
+_FILE_MODE = _file_mode()
+
+
 def atomic_write_text(path: str | Path, text: str) -> None:
     """Write ``text`` to ``path`` through a temp file and rename, so no reader sees half a file.
 
@@ -89,6 +99,8 @@ def atomic_write_text(path: str | Path, text: str) -> None:
     p = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
     try:
+        # mkstemp creates the file 0600; give it the mode a plain open() would
+        os.fchmod(fd, _FILE_MODE)
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
             fh.flush()

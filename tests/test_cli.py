@@ -139,3 +139,14 @@ def test_sim_never_imports_torch_or_ray():
             "bad = [m for m in ('torch', 'ray', 'torchvision') if m in sys.modules]; "
             "sys.exit(1 if bad else 0)")
     assert subprocess.run([sys.executable, "-c", code], cwd=REPO).returncode == 0
+
+
+def test_atomic_writes_get_the_mode_a_plain_open_would(tmp_path):
+    import os
+
+    from sim.tomlfile import atomic_write_text
+
+    plain = tmp_path / "plain.txt"
+    plain.write_text("x")
+    atomic_write_text(tmp_path / "atomic.txt", "x")
+    assert os.stat(tmp_path / "atomic.txt").st_mode & 0o777 == os.stat(plain).st_mode & 0o777
