@@ -10,7 +10,7 @@ nothing breaks on unseen layers. Structures come from real models built and
 deepened with ``real.net2net``.
 
 Learning: batched REINFORCE over the table(s), reward = the sequence's accuracy
-standardised per table, a moving-average baseline, a softmax temperature
+standardised per table, a per-state moving-average baseline, a softmax temperature
 annealed from 2 to 0.3 and an entropy bonus that decays to 0; Adam.
 Greedy play (argmax) is what evaluate reports.
 """
@@ -136,8 +136,9 @@ class TableStates:
         return 5 + actions[:, 0] * 4 + actions[:, 1]
 
 
-def learn(tables: list[Table], episodes: int = 20_000, seed: int = 0, batch: int = 128,
-          lr: float = 3e-3) -> tuple[Policy, list[dict[str, float]]]:
+def learn(tables: list[Table], episodes: int = 20_000, seed: int = 0, batch: int = 32,
+          lr: float = 3e-3, temperature: tuple[float, float] = (2.0, 0.3),
+          entropy: float = 0.05) -> tuple[Policy, list[dict[str, float]]]:
     """Train a policy on one or more tables; returns it and the objective per update.
 
     Args:
@@ -146,19 +147,21 @@ def learn(tables: list[Table], episodes: int = 20_000, seed: int = 0, batch: int
         seed: seed of initialisation and sampling.
         batch: episodes per update.
         lr: Adam learning rate.
+        temperature: softmax temperature at the first and at the last update (annealed geometrically).
+        entropy: weight of the entropy bonus at the first update (decays linearly to 0).
     """
     threads = torch.get_num_threads()
     # a 64-unit MLP gains nothing from intra-op threads, and on a busy host they spin-wait
     # for each other (measured: 1.5 s with one thread, 4-56 s with two while other jobs ran)
     torch.set_num_threads(1)
     try:
-        return _learn(tables, episodes, seed, batch, lr)
+        return _learn(tables, episodes, seed, batch, lr, temperature, entropy)
     finally:
         torch.set_num_threads(threads)
 
 
-def _learn(tables: list[Table], episodes: int, seed: int, batch: int,
-           lr: float) -> tuple[Policy, list[dict[str, float]]]:
+def _learn(tables: list[Table], episodes: int, seed: int, batch: int, lr: float,
+           temps: tuple[float, float], entropy0: float) -> tuple[Policy, list[dict[str, float]]]:
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed)
     states = [TableStates(t) for t in tables]
@@ -168,27 +171,37 @@ def _learn(tables: list[Table], episodes: int, seed: int, batch: int,
     policy = Policy()
     opt = torch.optim.Adam(policy.parameters(), lr=lr)
     updates = max(1, episodes // batch)
-    baseline = 0.0
+    # a baseline per state (the running mean return from it), not one number: the
+    # advantage of a late decision is then measured against its own subtree, which
+    # tells apart third actions whose outcomes differ by a fraction of the table's spread
+    baseline = torch.zeros(len(x_all))
     history = []
     for u in range(updates):
         frac = u / max(1, updates - 1)
-        temperature = 2.0 * (0.3 / 2.0) ** frac  # geometric from 2 to 0.3
-        entropy_coef = 0.05 * (1.0 - frac)
+        temperature = temps[0] * (temps[1] / temps[0]) ** frac  # geometric from temps[0] to temps[1]
+        entropy_coef = entropy0 * (1.0 - frac)
         which = torch.randint(len(states), (batch,), generator=gen)
         actions = torch.zeros(batch, 3, dtype=torch.long)
-        logp = torch.zeros(batch)
+        logps, visited = [], []
         entropy = torch.zeros(batch)
         for step in range(3):
-            x = x_all[offset[which] + states[0].state_index(step, actions)]
-            dist = torch.distributions.Categorical(logits=policy(x) / temperature)
+            s_idx = offset[which] + states[0].state_index(step, actions)
+            dist = torch.distributions.Categorical(logits=policy(x_all[s_idx]) / temperature)
             a = torch.multinomial(dist.probs, 1, generator=gen).squeeze(1)
             actions[:, step] = a
-            logp = logp + dist.log_prob(a)
+            logps.append(dist.log_prob(a))
+            visited.append(s_idx)
             entropy = entropy + dist.entropy()
         reward = reward_all[which, actions[:, 0] * 16 + actions[:, 1] * 4 + actions[:, 2]]
-        advantage = reward - baseline
-        baseline = 0.9 * baseline + 0.1 * float(reward.mean())
-        loss = -(advantage.detach() * logp).mean() - entropy_coef * entropy.mean()
+        objective = torch.zeros(batch)
+        for s_idx, lp in zip(visited, logps):
+            objective = objective + (reward - baseline[s_idx]) * lp
+            # move each visited state's baseline 10% of the way to its batch-mean return
+            sums = torch.zeros(len(x_all)).index_add_(0, s_idx, reward)
+            counts = torch.zeros(len(x_all)).index_add_(0, s_idx, torch.ones(batch))
+            seen = counts > 0
+            baseline[seen] += 0.1 * (sums[seen] / counts[seen] - baseline[seen])
+        loss = -objective.mean() - entropy_coef * entropy.mean()
         opt.zero_grad()
         loss.backward()
         opt.step()
