@@ -92,7 +92,7 @@ def test_build_table_trains_every_sequence(tmp_path):
     scen = tmp_path / "s.toml"
     scen.write_text('[adapt]\nname = "tiny"\nmodel = "convnet2"\nbudget_s = 120.0\n'
                     'changes = [{time = 30.0, change = "up"}]\ntime_scale = 1000.0\nepoch_samples = 32\n'
-                    'test_samples = 32\nbatch_size = 32\n')
+                    'test_samples = 32\nbatch_size = 32\nimage_size = 8\n')
     out = tmp_path / "tiny.csv"
     assert main(["adapt", "build-table", str(scen), "--out", str(out), "--quiet"]) == 0
     table = read_table(out)
