@@ -27,7 +27,7 @@ import torch
 from torch import nn
 
 from real.adapt_csv import SEQUENCES, Table, read_table
-from real.net2net import NOTHING, SMALL_MODELS, SmallCNN, deepen
+from real.net2net import NOTHING, SMALL_MODELS, SmallCNN, deepened, prefixes
 from sim.errors import ConfigError
 from sim.tomlfile import atomic_write_json
 
@@ -109,20 +109,15 @@ class TableStates:
     def __init__(self, table: Table) -> None:
         self.table = table
         total = next(iter(table.rows.values())).total_time
-        build = SMALL_MODELS.get(table.model)
-        if build is None:
+        if table.model not in SMALL_MODELS:
             raise ConfigError(table.source, "model", f"unknown base model {table.model!r} "
                               f"(known: {', '.join(SMALL_MODELS)})")
         feats = []
         for depth in range(3):
-            prefixes = list(np.ndindex(*([4] * depth))) if depth else [()]
-            for prefix in prefixes:
-                model = build()
-                for a in prefix:
-                    deepen(model, int(a))
-                rows = [r for r in table.rows.values() if r.actions[:depth] == tuple(int(a) for a in prefix)]
+            for prefix in prefixes(depth):
+                rows = [r for r in table.rows.values() if r.actions[:depth] == prefix]
                 t_left = float(np.mean([r.times_left[depth] for r in rows]))
-                feats.append(state_features(model, t_left, total, depth, tuple(int(a) for a in prefix)))
+                feats.append(state_features(deepened(table.model, prefix), t_left, total, depth, prefix))
         self.x = torch.tensor(feats, dtype=torch.float32)  # rows: [root, a1 (4), a1*4+a2 (16)]
         acc = np.array([table.rows[s].acc for s in SEQUENCES])
         std = acc.std() or 1.0

@@ -10,9 +10,12 @@ scenario runs in minutes on a CPU while keeping the shape of the original
 
 What an epoch and an evaluation cost is measured once per model structure
 (``EpochCost``: the fastest of interleaved timed rounds, times the steps per
-epoch) before training starts, rather than per epoch: on a shared host the wall time of each epoch jitters by
-tens of percent, which would change how many epochs fit in the budget from one
-sequence to the next and drown the differences the table exists to measure. All 64 sequences start from the same weights, pre-trained for
+epoch) before training starts, rather than per epoch: on a shared host the
+wall time of each epoch jitters by tens of percent, which would change how
+many epochs fit in the budget from one sequence to the next and drown the
+differences the table exists to measure.
+
+All 64 sequences start from the same weights, pre-trained for
 the time before the first "up"; after the up, an agent's decision (deepen
 block 0, 1, 2, or nothing) precedes each of the next 3 epochs, then training
 continues until the budget is spent; the final test accuracy is recorded.
@@ -23,7 +26,6 @@ from __future__ import annotations
 import copy
 import csv
 import io
-import itertools
 import math
 import tempfile
 import time
@@ -35,7 +37,7 @@ import numpy as np
 import torch
 
 from real.adapt_csv import SEQUENCES
-from real.net2net import SMALL_MODELS, deepen
+from real.net2net import SMALL_MODELS, deepen, deepened, prefixes
 from sim.errors import ConfigError
 from sim.schema import from_mapping
 from sim.tomlfile import atomic_write_text, read_toml
@@ -208,14 +210,7 @@ class EpochCost:
 
 def reachable_models(s: Scenario) -> list[torch.nn.Module]:
     """The base model deepened by every prefix of every action sequence (85 models, ~20 structures)."""
-    models = []
-    for depth in range(4):
-        for prefix in itertools.product(range(4), repeat=depth):
-            m = SMALL_MODELS[s.model]()
-            for a in prefix:
-                deepen(m, a)
-            models.append(m)
-    return models
+    return [deepened(s.model, prefix) for depth in range(4) for prefix in prefixes(depth)]
 
 
 class Job:

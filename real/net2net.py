@@ -15,6 +15,7 @@ Works on the two small CNNs of the adaptation scenarios and on torchvision ResNe
 
 from __future__ import annotations
 
+import itertools
 from typing import Iterable
 
 import torch
@@ -158,6 +159,19 @@ def _deepen_resnet(model: ResNet, stage: int) -> ResNet:
     block.to(next(model.parameters()).device)
     layer.append(block)
     return model
+
+
+def deepened(name: str, actions: Iterable[int]) -> SmallCNN:
+    """A fresh small CNN ``name`` deepened by ``actions`` in order (no batch-norm re-estimation)."""
+    model = SMALL_MODELS[name]()
+    for a in actions:
+        deepen(model, int(a))
+    return model
+
+
+def prefixes(depth: int) -> list[tuple[int, ...]]:
+    """Every sequence of ``depth`` actions (0-3), in table order: 4 ** depth of them."""
+    return list(itertools.product(range(4), repeat=depth))
 
 
 def count_parameters(model: nn.Module) -> int:
