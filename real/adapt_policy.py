@@ -231,8 +231,13 @@ def load_policy(path: Path) -> tuple[Policy, str]:
     f = path / "policy.pt"
     if not f.is_file():
         raise ConfigError(str(path), "", "no policy.pt here (a folder written by `hetune adapt learn`)")
+    state = torch.load(f, weights_only=True)
+    features = int(state["net.0.weight"].shape[1]) if "net.0.weight" in state else -1
+    if features != FEATURES:  # e.g. a policy learned before the state gained features
+        raise ConfigError(str(f), "", f"policy takes {features} state features, this hetune builds {FEATURES}: "
+                          "learn it again with `hetune adapt learn`")
     policy = Policy()
-    policy.load_state_dict(torch.load(f, weights_only=True))
+    policy.load_state_dict(state)
     policy.eval()
     return policy, hashlib.sha256(f.read_bytes()).hexdigest()
 

@@ -177,3 +177,16 @@ def test_simulator_consults_the_policy_when_a_trial_moves_to_a_faster_worker(tmp
     plain = simulate(inputs, "throughput-proportional", 0)
     assert not any(e["kind"] == "adapt" for e in plain.events)
     assert max(e["t"] for e in res.events) > max(e["t"] for e in plain.events)  # deeper models are slower
+
+
+def test_a_policy_with_another_state_size_is_refused(tmp_path, capsys):
+    import torch
+
+    from real.adapt_policy import Policy
+
+    (tmp_path / "old").mkdir()
+    torch.save(Policy(features=25).state_dict(), tmp_path / "old" / "policy.pt")
+    table = write_table(tmp_path / "t.csv")
+    assert main(["adapt", "evaluate", str(tmp_path / "old"), str(table)]) == 2
+    err = capsys.readouterr().err
+    assert "policy.pt: policy takes 25 state features" in err and "learn it again" in err
