@@ -69,7 +69,10 @@ class Scenario:
         slow_factor: cost multiplier of an epoch before the "up" (and after a "down").
         time_scale: virtual seconds per measured second.
         epoch_samples: training images per epoch.
-        test_samples: test images per evaluation.
+        test_samples: test images per evaluation during training (charged to the budget).
+        final_test_samples: test images the final accuracy is measured on, not charged (0 = the
+            ``test_samples``). More images make the table less noisy: two models compared on 1,000
+            images differ by about 1 accuracy point of sampling noise alone.
         batch_size: samples per step.
         lr: Adam learning rate.
         lr_decay: exponential decay of the learning rate per epoch.
@@ -88,6 +91,7 @@ class Scenario:
     time_scale: float = 100.0
     epoch_samples: int = 512
     test_samples: int = 500
+    final_test_samples: int = 0
     batch_size: int = 64
     lr: float = 0.01
     lr_decay: float = 0.9
@@ -110,6 +114,13 @@ class Scenario:
         for k in ("epoch_samples", "test_samples", "batch_size"):
             if getattr(self, k) < 1:
                 yield k, f"must be >= 1, got {getattr(self, k)}"
+        if self.final_test_samples < 0:
+            yield "final_test_samples", f"must be >= 0, got {self.final_test_samples}"
+
+    @property
+    def final_samples(self) -> int:
+        """Test images of the final accuracy (at least the evaluation's)."""
+        return max(self.test_samples, self.final_test_samples)
 
     @property
     def up_time(self) -> float:
@@ -226,7 +237,9 @@ class Job:
     def __init__(self, scenario: Scenario, data: tuple[torch.Tensor, ...], seed: int,
                  cost: EpochCost | None = None) -> None:
         self.s = scenario
-        self.xtr, self.ytr, self.xte, self.yte = data
+        self.xtr, self.ytr, xte, yte = data
+        self.final_x, self.final_y = xte, yte  # the final accuracy's images (uncharged)
+        self.xte, self.yte = xte[: scenario.test_samples], yte[: scenario.test_samples]
         self.gen = torch.Generator().manual_seed(seed)
         self.clock = scenario.start_offset_s
         self.epoch = 0
@@ -266,9 +279,9 @@ def _data(s: Scenario, seed: int, workdir: Path) -> tuple[torch.Tensor, ...]:
     from real.cifar import load_cifar, write_synthetic
     if s.data_dir:
         xtr, ytr = load_cifar(s.data_dir, "cifar10", "train")
-        xte, yte = load_cifar(s.data_dir, "cifar10", "test", limit=s.test_samples)
+        xte, yte = load_cifar(s.data_dir, "cifar10", "test", limit=s.final_samples)
     else:
-        d = write_synthetic(workdir, "cifar10", train=4 * s.epoch_samples, test=s.test_samples, seed=seed,
+        d = write_synthetic(workdir, "cifar10", train=4 * s.epoch_samples, test=s.final_samples, seed=seed,
                             signal=s.signal)
         xtr, ytr = load_cifar(d, "cifar10", "train")
         xte, yte = load_cifar(d, "cifar10", "test")
@@ -292,6 +305,7 @@ def build_table(s: Scenario, out: Path, repeats: int = 1, seed: int = 0,
     """
     torch.set_num_threads(1)
     sums: dict[tuple[int, int, int], np.ndarray] = {seq: np.zeros(5) for seq in SEQUENCES}
+    accs: dict[tuple[int, int, int], list[float]] = {seq: [] for seq in SEQUENCES}
     total = repeats * len(SEQUENCES)
     done = 0
     cost = EpochCost(s)  # one cost model for every repeat, so all repeats share one clock
@@ -300,7 +314,7 @@ def build_table(s: Scenario, out: Path, repeats: int = 1, seed: int = 0,
         with tempfile.TemporaryDirectory(prefix="hetune-adapt-") as tmp:  # synthetic data, read into memory
             data = _data(s, seed + r, Path(tmp))
         if r == 0:
-            cost.prime(reachable_models(s), data[0], data[2])
+            cost.prime(reachable_models(s), data[0], data[2][: s.test_samples])
         base = SMALL_MODELS[s.model]()
         base_opt = torch.optim.Adam(base.parameters(), lr=s.lr)
         pre = Job(s, data, seed + r, cost)
@@ -327,14 +341,26 @@ def build_table(s: Scenario, out: Path, repeats: int = 1, seed: int = 0,
                 job.evaluate(model)
             acc = _last_acc(job, model)
             sums[seq] += np.array([*times, s.budget_s, acc])
+            accs[seq].append(acc)
             done += 1
             if progress:
                 progress(done, total)
+        # written after every repeat, so a long build (a GPU's full scenario) leaves a usable table
+        rows = _write_table(s, out, sums, accs, r + 1)
+    return rows
+
+
+def _write_table(s: Scenario, out: Path, sums: dict[tuple[int, int, int], np.ndarray],
+                 accs: dict[tuple[int, int, int], list[float]], repeats: int) -> list[dict[str, Any]]:
+    """Average ``repeats`` repeats into one row per sequence and write the CSV atomically."""
     rows = []
     for seq in SEQUENCES:
         m = sums[seq] / repeats
         rows.append({"a1": seq[0], "a2": seq[1], "a3": seq[2], "t1": round(m[0], 3), "t2": round(m[1], 3),
                      "t3": round(m[2], 3), "total_time": round(m[3], 3), "acc": round(m[4], 5),
+                     # the standard error of acc: how far apart two rows must be to be told apart
+                     "acc_se": round(float(np.std(accs[seq], ddof=1) / math.sqrt(repeats)), 5)
+                     if repeats > 1 else "",
                      "model": s.model, "scenario": s.name, "repeats": repeats})
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=list(rows[0]), lineterminator="\n")
@@ -349,7 +375,7 @@ def build_table(s: Scenario, out: Path, repeats: int = 1, seed: int = 0,
 def _last_acc(job: Job, model: torch.nn.Module) -> float:
     # the accuracy of the final model, not charged: the budget is already spent
     model.eval()
-    return _accuracy(model, job.xte, job.yte)
+    return _accuracy(model, job.final_x, job.final_y)
 
 
 @torch.no_grad()

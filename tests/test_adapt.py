@@ -92,14 +92,21 @@ def test_build_table_trains_every_sequence(tmp_path):
     scen = tmp_path / "s.toml"
     scen.write_text('[adapt]\nname = "tiny"\nmodel = "convnet2"\nbudget_s = 120.0\n'
                     'changes = [{time = 30.0, change = "up"}]\ntime_scale = 1000.0\nepoch_samples = 32\n'
-                    'test_samples = 32\nbatch_size = 32\nimage_size = 8\n')
+                    'test_samples = 32\nfinal_test_samples = 64\nbatch_size = 32\nimage_size = 8\n')
     out = tmp_path / "tiny.csv"
-    assert main(["adapt", "build-table", str(scen), "--out", str(out), "--quiet"]) == 0
+    assert main(["adapt", "build-table", str(scen), "--out", str(out), "--quiet", "--repeats", "2"]) == 0
     table = read_table(out)
     assert len(table.rows) == 64
     for r in table.rows.values():
         assert r.total_time == 120.0 and r.times_left[0] >= r.times_left[1] >= r.times_left[2] >= 0
         assert 0.0 <= r.acc <= 1.0
+        # the mean of 2 final accuracies, each measured on 64 images (not the 32 evaluated while training)
+        assert abs(r.acc * 128 - round(r.acc * 128)) < 1e-3
+    with out.open() as fh:
+        raw = list(csv.DictReader(fh))
+    assert {row["repeats"] for row in raw} == {"2"}
+    assert all(float(row["acc_se"]) >= 0 for row in raw)
+    assert any(float(row["acc_se"]) > 0 for row in raw)  # two seeds do not train identically
 
 
 def test_epoch_cost_is_measured_once_per_structure_and_tells_blocks_apart():
