@@ -11,6 +11,8 @@ how much of it is luck of the seed. The last table is a bound that needs no lear
 the best any single fixed sequence does, as its worst rank over a set of tables. When no
 sequence ranks in the top k of all 4 other tables, a transfer target of top k on each is
 met only if the policy reads from the time left which sequence each scenario favours.
+The very last table says how wide each table's top is: the sequences that the repeats
+cannot tell apart from the best, whose order among themselves is noise.
 """
 
 from __future__ import annotations
@@ -31,6 +33,29 @@ NAMES = ["early", "early-middle", "middle", "middle-late", "late"]
 def best_fixed(tables: list[Table]) -> tuple[tuple[int, int, int], int]:
     """The sequence whose worst rank over ``tables`` is smallest, and that rank."""
     return min(((seq, max(t.rank(seq) for t in tables)) for seq in SEQUENCES), key=lambda p: p[1])
+
+
+def plateau(path: Path) -> str:
+    """How many sequences the repeats cannot tell from the table's best: mean gap <= 2 standard errors.
+
+    With an ``acc_runs`` column the gap is paired repeat by repeat (the sequences of a repeat
+    share data and batch order, so this is the noise of a difference); else from ``acc_se``.
+    """
+    import numpy as np
+    import pandas as pd
+    df = pd.read_csv(path)
+    best = df["acc"].idxmax()
+    if "acc_runs" in df and df["repeats"].iloc[0] > 1:
+        runs = np.array([[float(a) for a in str(r).split()] for r in df["acc_runs"]])
+        gaps = runs[best] - runs  # (sequences, repeats)
+        se = gaps.std(axis=1, ddof=1) / np.sqrt(runs.shape[1])
+        within = gaps.mean(axis=1) <= 2 * se
+        return f"{int(within.sum())} (paired, median se {np.median(se[se > 0]):.4f})"
+    if "acc_se" not in df or df["acc_se"].isna().all():
+        return "n/a (one repeat)"
+    gap = df["acc"].iloc[best] - df["acc"]
+    within = gap <= 2 * (df["acc_se"].iloc[best] ** 2 + df["acc_se"] ** 2) ** 0.5
+    return f"{int(within.sum())} (unpaired, median se {df['acc_se'].median():.4f})"
 
 
 def main() -> None:
@@ -76,6 +101,11 @@ def main() -> None:
         print(f"| all but {n} | {''.join(map(str, seq))} | {worst} |")
     seq, worst = best_fixed(list(tables.values()))
     print(f"| all 5 | {''.join(map(str, seq))} | {worst} |")
+    print()
+    print("| table | sequences within 2 standard errors of the best |")
+    print("|---|---|")
+    for n in NAMES:
+        print(f"| {n} | {plateau(folder / f'{n}.csv')} |")
 
 
 if __name__ == "__main__":

@@ -361,6 +361,9 @@ def _write_table(s: Scenario, out: Path, sums: dict[tuple[int, int, int], np.nda
                      # the standard error of acc: how far apart two rows must be to be told apart
                      "acc_se": round(float(np.std(accs[seq], ddof=1) / math.sqrt(repeats)), 5)
                      if repeats > 1 else "",
+                     # each repeat's accuracy: repeats share their data and batch order across sequences,
+                     # so differences between two rows are best judged repeat by repeat (paired)
+                     "acc_runs": " ".join(f"{a:.5f}" for a in accs[seq]),
                      "model": s.model, "scenario": s.name, "repeats": repeats})
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=list(rows[0]), lineterminator="\n")

@@ -107,6 +107,9 @@ def test_build_table_trains_every_sequence(tmp_path):
     assert {row["repeats"] for row in raw} == {"2"}
     assert all(float(row["acc_se"]) >= 0 for row in raw)
     assert any(float(row["acc_se"]) > 0 for row in raw)  # two seeds do not train identically
+    for row in raw:
+        runs = [float(a) for a in row["acc_runs"].split()]
+        assert len(runs) == 2 and abs(sum(runs) / 2 - float(row["acc"])) < 1e-4
 
 
 def test_epoch_cost_is_measured_once_per_structure_and_tells_blocks_apart():
