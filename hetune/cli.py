@@ -199,10 +199,12 @@ def cmd_adapt_build(args: argparse.Namespace) -> int:
     bar = tqdm(total=64 * args.repeats, unit="seq", file=sys.stderr, disable=args.quiet, desc=scenario.name)
 
     def progress(done: int, total: int) -> None:
+        bar.total = total  # fewer than 64 x repeats when resuming
         bar.n = done
         bar.refresh()
 
-    rows = build_table(scenario, Path(args.out), repeats=args.repeats, seed=args.seed, progress=progress)
+    rows = build_table(scenario, Path(args.out), repeats=args.repeats, seed=args.seed, progress=progress,
+                       resume=args.resume)
     bar.close()
     best = max(rows, key=lambda r: r["acc"])
     print(f"{scenario.name}: 64 sequences, best {best['a1']}{best['a2']}{best['a3']} acc {best['acc']:.3f} -> {args.out}")
@@ -337,6 +339,8 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--out", required=True, help="CSV to write")
     q.add_argument("--repeats", type=int, default=1)
     q.add_argument("--seed", type=int, default=0)
+    q.add_argument("--resume", action="store_true",
+                   help="keep the repeats already in --out and add repeats up to --repeats (same clock)")
     q.add_argument("--quiet", action="store_true")
     _add_common(q)
     q.set_defaults(fn=cmd_adapt_build)

@@ -40,7 +40,7 @@ from real.adapt_csv import SEQUENCES
 from real.net2net import SMALL_MODELS, deepen, deepened, prefixes
 from sim.errors import ConfigError
 from sim.schema import from_mapping
-from sim.tomlfile import atomic_write_text, read_toml
+from sim.tomlfile import atomic_write_json, atomic_write_text, read_toml
 
 
 @dataclass(frozen=True)
@@ -218,6 +218,20 @@ class EpochCost:
         for key, (step, ev) in best.items():
             self._cache[key] = (steps * step, ev_scale * ev)
 
+    def to_json(self) -> dict[str, Any]:
+        """The measured costs with the scenario they were measured for (``load`` checks it)."""
+        return {"scenario": repr(self.s), "costs": [[repr(k), e, v] for k, (e, v) in self._cache.items()]}
+
+    def load(self, data: dict[str, Any], source: str) -> None:
+        """Take the costs of an earlier build (``to_json``), so added repeats run on the same clock."""
+        if data.get("scenario") != repr(self.s):
+            raise ConfigError(source, "scenario", "was measured for another scenario than this one "
+                              "(the scenario file or --set changed): build the table afresh without --resume")
+        by_repr = {repr(structure_key(m)): structure_key(m) for m in reachable_models(self.s)}
+        for k, e, v in data["costs"]:
+            if k in by_repr:
+                self._cache[by_repr[k]] = (float(e), float(v))
+
 
 def reachable_models(s: Scenario) -> list[torch.nn.Module]:
     """The base model deepened by every prefix of every action sequence (85 models, ~20 structures)."""
@@ -292,29 +306,40 @@ def _data(s: Scenario, seed: int, workdir: Path) -> tuple[torch.Tensor, ...]:
     return t(xtr), torch.as_tensor(ytr).long(), t(xte), torch.as_tensor(yte).long()
 
 
+def cost_path(out: Path) -> Path:
+    """Where a table's measured cost model is kept (next to the CSV), for ``--resume``."""
+    return out.with_suffix(".cost.json")
+
+
 def build_table(s: Scenario, out: Path, repeats: int = 1, seed: int = 0,
-                progress: Callable[[int, int], Any] | None = None) -> list[dict[str, Any]]:
-    """Train all 64 sequences ``repeats`` times and write the CSV atomically.
+                progress: Callable[[int, int], Any] | None = None, resume: bool = False) -> list[dict[str, Any]]:
+    """Train all 64 sequences ``repeats`` times and write the CSV atomically (after every repeat).
 
     Args:
         s: the scenario.
-        out: CSV path.
+        out: CSV path; the measured cost model goes next to it (``cost_path``).
         repeats: seeds per sequence; acc and times are averaged.
         seed: first seed.
         progress: called with (done, total).
+        resume: keep the repeats already in ``out`` (built with the same scenario and seed) and
+            add repeats up to ``repeats``, on the clock measured then.
     """
     torch.set_num_threads(1)
     sums: dict[tuple[int, int, int], np.ndarray] = {seq: np.zeros(5) for seq in SEQUENCES}
     accs: dict[tuple[int, int, int], list[float]] = {seq: [] for seq in SEQUENCES}
-    total = repeats * len(SEQUENCES)
-    done = 0
     cost = EpochCost(s)  # one cost model for every repeat, so all repeats share one clock
-    for r in range(repeats):
+    first = _resume(s, out, seed, sums, accs, cost) if resume else 0
+    if first >= repeats:
+        raise ConfigError(str(out), "repeats", f"already has {first} repeats; ask for more with --repeats")
+    total = (repeats - first) * len(SEQUENCES)
+    done = 0
+    for r in range(first, repeats):
         torch.manual_seed(seed + r)
         with tempfile.TemporaryDirectory(prefix="hetune-adapt-") as tmp:  # synthetic data, read into memory
             data = _data(s, seed + r, Path(tmp))
-        if r == 0:
+        if r == first and not resume:
             cost.prime(reachable_models(s), data[0], data[2][: s.test_samples])
+            atomic_write_json(cost_path(out), dict(cost.to_json(), seed=seed))
         base = SMALL_MODELS[s.model]()
         base_opt = torch.optim.Adam(base.parameters(), lr=s.lr)
         pre = Job(s, data, seed + r, cost)
@@ -346,12 +371,41 @@ def build_table(s: Scenario, out: Path, repeats: int = 1, seed: int = 0,
             if progress:
                 progress(done, total)
         # written after every repeat, so a long build (a GPU's full scenario) leaves a usable table
-        rows = _write_table(s, out, sums, accs, r + 1)
+        rows = _write_table(s, out, sums, accs, r + 1, seed)
     return rows
 
 
+def _resume(s: Scenario, out: Path, seed: int, sums: dict[tuple[int, int, int], np.ndarray],
+            accs: dict[tuple[int, int, int], list[float]], cost: EpochCost) -> int:
+    """Fill ``sums``, ``accs`` and ``cost`` from an earlier build of ``out``; returns its repeats."""
+    import json
+    cpath = cost_path(out)
+    if not out.is_file() or not cpath.is_file():
+        raise ConfigError(str(out), "", f"nothing to resume: needs this table and {cpath.name} "
+                          "from an earlier `hetune adapt build-table`")
+    saved = json.loads(cpath.read_text())
+    if saved.get("seed") != seed:
+        raise ConfigError(str(cpath), "seed", f"the table was built from seed {saved.get('seed')}, not {seed}")
+    cost.load(saved, str(cpath))
+    with out.open(newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    for i, row in enumerate(rows, start=2):
+        if "acc_runs" not in row or row.get("scenario") != s.name:
+            raise ConfigError(f"{out}:{i}", "acc_runs", f"not a table of scenario {s.name!r} with acc_runs")
+        seq = (int(row["a1"]), int(row["a2"]), int(row["a3"]))
+        accs[seq] = [float(a) for a in row["acc_runs"].split()]
+        n = len(accs[seq])
+        # every repeat runs on the same clock, so its times left are the table's means
+        sums[seq] += np.array([float(row["t1"]) * n, float(row["t2"]) * n, float(row["t3"]) * n,
+                               float(row["total_time"]) * n, sum(accs[seq])])
+    counts = {len(a) for a in accs.values()}
+    if len(rows) != len(SEQUENCES) or len(counts) != 1:
+        raise ConfigError(str(out), "acc_runs", "needs all 64 sequences with the same number of repeats")
+    return counts.pop()
+
+
 def _write_table(s: Scenario, out: Path, sums: dict[tuple[int, int, int], np.ndarray],
-                 accs: dict[tuple[int, int, int], list[float]], repeats: int) -> list[dict[str, Any]]:
+                 accs: dict[tuple[int, int, int], list[float]], repeats: int, seed: int) -> list[dict[str, Any]]:
     """Average ``repeats`` repeats into one row per sequence and write the CSV atomically."""
     rows = []
     for seq in SEQUENCES:
@@ -364,7 +418,7 @@ def _write_table(s: Scenario, out: Path, sums: dict[tuple[int, int, int], np.nda
                      # each repeat's accuracy: repeats share their data and batch order across sequences,
                      # so differences between two rows are best judged repeat by repeat (paired)
                      "acc_runs": " ".join(f"{a:.5f}" for a in accs[seq]),
-                     "model": s.model, "scenario": s.name, "repeats": repeats})
+                     "model": s.model, "scenario": s.name, "repeats": repeats, "seed": seed})
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=list(rows[0]), lineterminator="\n")
     w.writeheader()

@@ -88,17 +88,22 @@ def test_transfer_evaluation_loads_exactly_the_policy_given(tmp_path):
     assert results["pa"]["sequence"] != results["pb"]["sequence"]
 
 
-def test_build_table_trains_every_sequence(tmp_path):
+def test_build_table_trains_every_sequence_and_resumes(tmp_path, capsys):
     scen = tmp_path / "s.toml"
     scen.write_text('[adapt]\nname = "tiny"\nmodel = "convnet2"\nbudget_s = 120.0\n'
                     'changes = [{time = 30.0, change = "up"}]\ntime_scale = 1000.0\nepoch_samples = 32\n'
                     'test_samples = 32\nfinal_test_samples = 64\nbatch_size = 32\nimage_size = 8\n')
     out = tmp_path / "tiny.csv"
-    assert main(["adapt", "build-table", str(scen), "--out", str(out), "--quiet", "--repeats", "2"]) == 0
+    assert main(["adapt", "build-table", str(scen), "--out", str(out), "--quiet"]) == 0
+    one = read_table(out)
+    # a second repeat added to the first, on the clock measured for the first
+    assert main(["adapt", "build-table", str(scen), "--out", str(out), "--quiet", "--repeats", "2",
+                 "--resume"]) == 0
     table = read_table(out)
     assert len(table.rows) == 64
-    for r in table.rows.values():
+    for seq, r in table.rows.items():
         assert r.total_time == 120.0 and r.times_left[0] >= r.times_left[1] >= r.times_left[2] >= 0
+        assert max(abs(a - b) for a, b in zip(r.times_left, one.rows[seq].times_left)) < 1e-3
         assert 0.0 <= r.acc <= 1.0
         # the mean of 2 final accuracies, each measured on 64 images (not the 32 evaluated while training)
         assert abs(r.acc * 128 - round(r.acc * 128)) < 1e-3
@@ -109,7 +114,21 @@ def test_build_table_trains_every_sequence(tmp_path):
     assert any(float(row["acc_se"]) > 0 for row in raw)  # two seeds do not train identically
     for row in raw:
         runs = [float(a) for a in row["acc_runs"].split()]
+        seq = (int(row["a1"]), int(row["a2"]), int(row["a3"]))
         assert len(runs) == 2 and abs(sum(runs) / 2 - float(row["acc"])) < 1e-4
+        assert abs(runs[0] - one.rows[seq].acc) < 1e-5  # the first repeat is kept, not retrained
+    # resuming what cannot be resumed is refused in one line, and the table is kept as it was
+    before = out.read_bytes()
+    capsys.readouterr()
+    for extra, needle in [([], "already has 2 repeats"),
+                          (["--repeats", "3", "--set", "adapt.lr=0.5"], "another scenario"),
+                          (["--repeats", "3", "--seed", "7"], "built from seed 0, not 7")]:
+        argv = ["adapt", "build-table", str(scen), "--out", str(out), "--quiet", "--resume"]
+        assert main(argv + (extra or ["--repeats", "2"])) == 2
+        assert needle in capsys.readouterr().err
+        assert out.read_bytes() == before
+    assert main(["adapt", "build-table", str(scen), "--out", str(tmp_path / "none.csv"), "--resume"]) == 2
+    assert "nothing to resume" in capsys.readouterr().err
 
 
 def test_epoch_cost_is_measured_once_per_structure_and_tells_blocks_apart():
