@@ -1,6 +1,7 @@
 """Adaptation targets on the 5 scenario tables (not part of the test run).
 
     python bench/bench_adapt.py results/adapt [--seeds 5]    # folder with early.csv ... late.csv
+    python bench/bench_adapt.py results/adapt --replicate results/adapt2    # and a rebuild from seed 100
 
 1. learned from scratch on each table (20,000 episodes): greedy rank (target: top 3 on every one, < 60 s each);
 2. transfer: the policy of each table on the 4 others (target: top 10 on each);
@@ -58,11 +59,32 @@ def plateau(path: Path) -> str:
     return f"{int(within.sum())} (unpaired, median se {df['acc_se'].median():.4f})"
 
 
+def replication(first: dict[str, Table], second: dict[str, Table]) -> None:
+    """Two builds of each scenario from other seeds: how much of a table's order survives a rebuild."""
+    import numpy as np
+    print("| scenario | rank correlation of the two builds | rank in build 2 of build 1's best "
+          "| of build 1's top 5, in build 2's top 5 |")
+    print("|---|---:|---:|---:|")
+    for n in NAMES:
+        a = np.array([first[n].rows[s].acc for s in SEQUENCES])
+        b = np.array([second[n].rows[s].acc for s in SEQUENCES])
+        rho = np.corrcoef(a.argsort().argsort(), b.argsort().argsort())[0, 1]  # Spearman
+        top_a = {s for s in SEQUENCES if first[n].rank(s) <= 5}
+        top_b = {s for s in SEQUENCES if second[n].rank(s) <= 5}
+        print(f"| {n} | {rho:.2f} | {second[n].rank(first[n].best().actions)} | {len(top_a & top_b)} |")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("folder", nargs="?", default="results/adapt")
     ap.add_argument("--seeds", type=int, default=5)
+    ap.add_argument("--replicate", default="",
+                    help="a folder with a second build of the 5 tables from other seeds (--seed 100)")
     args = ap.parse_args()
+    if args.replicate:
+        first = {n: read_table(Path(args.folder) / f"{n}.csv") for n in NAMES}
+        replication(first, {n: read_table(Path(args.replicate) / f"{n}.csv") for n in NAMES})
+        print()
     folder = Path(args.folder)
     tables = {n: read_table(folder / f"{n}.csv") for n in NAMES}
     seeds = range(args.seeds)
