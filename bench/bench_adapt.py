@@ -1,7 +1,7 @@
 """Adaptation targets on the 5 scenario tables (not part of the test run).
 
     python bench/bench_adapt.py results/adapt [--seeds 5]    # folder with early.csv ... late.csv
-    python bench/bench_adapt.py results/adapt --replicate results/adapt2    # and a rebuild from seed 100
+    python bench/bench_adapt.py results/adapt --replicate results/adapt2 [--merge]    # and a rebuild from seed 100
 
 1. learned from scratch on each table (20,000 episodes): greedy rank (target: top 3 on every one, < 60 s each);
 2. transfer: the policy of each table on the 4 others (target: top 10 on each);
@@ -25,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from real.adapt_csv import SEQUENCES, Table, read_table  # noqa: E402
+from real.adapt_csv import SEQUENCES, Row, Table, read_table  # noqa: E402
 from real.adapt_policy import NO_ADAPTATION, greedy, learn  # noqa: E402
 
 NAMES = ["early", "early-middle", "middle", "middle-late", "late"]
@@ -59,6 +59,17 @@ def plateau(path: Path) -> str:
     return f"{int(within.sum())} (unpaired, median se {df['acc_se'].median():.4f})"
 
 
+def merged(first: Table, second: Table) -> Table:
+    """Two builds of one scenario averaged (equal repeats): acc and times left are the means.
+
+    The builds measured their clocks separately (times left differ by up to ~3% of the
+    budget), so the average is an approximation of one build with twice the repeats.
+    """
+    rows = {s: Row(s, tuple((a + b) / 2 for a, b in zip(first.rows[s].times_left, second.rows[s].times_left)),
+                   first.rows[s].total_time, (first.rows[s].acc + second.rows[s].acc) / 2) for s in SEQUENCES}
+    return Table(rows, first.model, f"{first.source}+{second.source}")
+
+
 def replication(first: dict[str, Table], second: dict[str, Table]) -> None:
     """Two builds of each scenario from other seeds: how much of a table's order survives a rebuild."""
     import numpy as np
@@ -80,13 +91,18 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--replicate", default="",
                     help="a folder with a second build of the 5 tables from other seeds (--seed 100)")
+    ap.add_argument("--merge", action="store_true",
+                    help="with --replicate: run the analysis on the two builds averaged (twice the repeats)")
     args = ap.parse_args()
-    if args.replicate:
-        first = {n: read_table(Path(args.folder) / f"{n}.csv") for n in NAMES}
-        replication(first, {n: read_table(Path(args.replicate) / f"{n}.csv") for n in NAMES})
-        print()
     folder = Path(args.folder)
     tables = {n: read_table(folder / f"{n}.csv") for n in NAMES}
+    if args.replicate:
+        second = {n: read_table(Path(args.replicate) / f"{n}.csv") for n in NAMES}
+        replication(tables, second)
+        print()
+        if args.merge:
+            tables = {n: merged(tables[n], second[n]) for n in NAMES}
+            print(f"averaged with {args.replicate}:\n")
     seeds = range(args.seeds)
     print("| scenario | best (acc) | no-adaptation rank | learned rank, seed 0 | seeds 0-%d | seconds (max) "
           "| transfer ranks, seed 0 | transfer worst, seeds 0-%d |" % (seeds[-1], seeds[-1]))
@@ -127,7 +143,7 @@ def main() -> None:
     print("| table | sequences within 2 standard errors of the best |")
     print("|---|---|")
     for n in NAMES:
-        print(f"| {n} | {plateau(folder / f'{n}.csv')} |")
+        print(f"| {n} | {plateau(folder / f'{n}.csv')} |")  # of the first folder's tables
 
 
 if __name__ == "__main__":
