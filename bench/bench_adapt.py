@@ -13,7 +13,12 @@ the best any single fixed sequence does, as its worst rank over a set of tables.
 sequence ranks in the top k of all 4 other tables, a transfer target of top k on each is
 met only if the policy reads from the time left which sequence each scenario favours.
 The very last table says how wide each table's top is: the sequences that the repeats
-cannot tell apart from the best, whose order among themselves is noise.
+cannot tell apart from the best, whose order among themselves is noise; the leave-one-out
+table says whether the policy's pick is among them.
+
+Two baselines need no learning, and say whether the policy learned more than a lookup:
+for transfer, the source table's best sequence replayed on the others; for
+leave-one-out, the sequence best on average over the 4 tables learned from.
 """
 
 from __future__ import annotations
@@ -36,8 +41,8 @@ def best_fixed(tables: list[Table]) -> tuple[tuple[int, int, int], int]:
     return min(((seq, max(t.rank(seq) for t in tables)) for seq in SEQUENCES), key=lambda p: p[1])
 
 
-def plateau(path: Path) -> str:
-    """How many sequences the repeats cannot tell from the table's best: mean gap <= 2 standard errors.
+def indistinct(path: Path) -> tuple[set[tuple[int, int, int]], str]:
+    """The sequences the repeats cannot tell from the table's best (mean gap <= 2 standard errors), and how.
 
     With an ``acc_runs`` column the gap is paired repeat by repeat (the sequences of a repeat
     share data and batch order, so this is the noise of a difference); else from ``acc_se``.
@@ -45,18 +50,42 @@ def plateau(path: Path) -> str:
     import numpy as np
     import pandas as pd
     df = pd.read_csv(path)
+    seqs = list(zip(df["a1"], df["a2"], df["a3"]))
     best = df["acc"].idxmax()
     if "acc_runs" in df and df["repeats"].iloc[0] > 1:
         runs = np.array([[float(a) for a in str(r).split()] for r in df["acc_runs"]])
         gaps = runs[best] - runs  # (sequences, repeats)
         se = gaps.std(axis=1, ddof=1) / np.sqrt(runs.shape[1])
         within = gaps.mean(axis=1) <= 2 * se
-        return f"{int(within.sum())} (paired, median se {np.median(se[se > 0]):.4f})"
-    if "acc_se" not in df or df["acc_se"].isna().all():
-        return "n/a (one repeat)"
-    gap = df["acc"].iloc[best] - df["acc"]
-    within = gap <= 2 * (df["acc_se"].iloc[best] ** 2 + df["acc_se"] ** 2) ** 0.5
-    return f"{int(within.sum())} (unpaired, median se {df['acc_se'].median():.4f})"
+        how = f"paired, median se {np.median(se[se > 0]):.4f}"
+    elif "acc_se" in df and not df["acc_se"].isna().all():
+        gap = df["acc"].iloc[best] - df["acc"]
+        within = (gap <= 2 * (df["acc_se"].iloc[best] ** 2 + df["acc_se"] ** 2) ** 0.5).to_numpy()
+        how = f"unpaired, median se {df['acc_se'].median():.4f}"
+    else:
+        return {seqs[best]}, "one repeat"
+    return {tuple(int(a) for a in seq) for seq, w in zip(seqs, within) if w}, how  # type: ignore[misc]
+
+
+def plateau(path: Path) -> str:
+    """How many sequences the repeats cannot tell from the table's best."""
+    seqs, how = indistinct(path)
+    return f"{len(seqs)} ({how})"
+
+
+def lookup_transfer(source: Table, targets: list[Table]) -> int:
+    """No learning: the source table's best sequence replayed on each target; its worst rank."""
+    return max(t.rank(source.best().actions) for t in targets)
+
+
+def lookup_pooled(tables: list[Table]) -> tuple[int, int, int]:
+    """No learning: the sequence with the best accuracy averaged over ``tables`` (each standardised)."""
+    import numpy as np
+    z = np.zeros(len(SEQUENCES))
+    for t in tables:
+        acc = np.array([t.rows[s].acc for s in SEQUENCES])
+        z += (acc - acc.mean()) / (acc.std() or 1.0)
+    return SEQUENCES[int(z.argmax())]
 
 
 def merged(first: Table, second: Table) -> Table:
@@ -105,8 +134,8 @@ def main() -> None:
             print(f"averaged with {args.replicate}:\n")
     seeds = range(args.seeds)
     print("| scenario | best (acc) | no-adaptation rank | learned rank, seed 0 | seeds 0-%d | seconds (max) "
-          "| transfer ranks, seed 0 | transfer worst, seeds 0-%d |" % (seeds[-1], seeds[-1]))
-    print("|---|---|---:|---:|---|---:|---|---|")
+          "| transfer ranks, seed 0 | transfer worst, seeds 0-%d | its best replayed, worst |" % (seeds[-1], seeds[-1]))
+    print("|---|---|---:|---:|---|---:|---|---|---:|")
     for n, t in tables.items():
         ranks, worst, secs, transfer0 = [], [], [], ""
         for seed in seeds:
@@ -123,14 +152,20 @@ def main() -> None:
               f"| {' '.join(map(str, ranks))} | {max(secs):.1f} | {transfer0} | {' '.join(map(str, worst))} |",
               flush=True)
     print()
-    print("| left out | rank, seed 0 | seeds 0-%d |" % seeds[-1])
-    print("|---|---:|---|")
+    print("| left out | rank, seed 0 | seeds 0-%d | within noise of its best, seed 0 | pooled best of the 4, rank |"
+          % seeds[-1])
+    print("|---|---:|---|---|---:|")
     for n in NAMES:
-        ranks = []
+        ranks, rest = [], [tables[m] for m in NAMES if m != n]
         for seed in seeds:
-            policy, _ = learn([tables[m] for m in NAMES if m != n], episodes=20_000, seed=seed)
+            policy, _ = learn(rest, episodes=20_000, seed=seed)
             ranks.append(tables[n].rank(greedy(policy, tables[n])))
-        print(f"| {n} | {ranks[0]} | {' '.join(map(str, ranks))} |", flush=True)
+            if seed == 0:
+                close = "yes" if greedy(policy, tables[n]) in indistinct(folder / f"{n}.csv")[0] else "no"
+        if args.merge:
+            close = "n/a (averaged)"
+        print(f"| {n} | {ranks[0]} | {' '.join(map(str, ranks))} | {close} "
+              f"| {tables[n].rank(lookup_pooled(rest))} |", flush=True)
     print()
     print("| tables | best single sequence | its worst rank over them |")
     print("|---|---|---:|")
