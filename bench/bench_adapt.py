@@ -24,6 +24,7 @@ leave-one-out, the sequence best on average over the 4 tables learned from.
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 import time
 from pathlib import Path
@@ -41,6 +42,7 @@ def best_fixed(tables: list[Table]) -> tuple[tuple[int, int, int], int]:
     return min(((seq, max(t.rank(seq) for t in tables)) for seq in SEQUENCES), key=lambda p: p[1])
 
 
+@functools.lru_cache
 def indistinct(path: Path) -> tuple[set[tuple[int, int, int]], str]:
     """The sequences the repeats cannot tell from the table's best (mean gap <= 2 standard errors), and how.
 
@@ -134,8 +136,9 @@ def main() -> None:
             print(f"averaged with {args.replicate}:\n")
     seeds = range(args.seeds)
     print("| scenario | best (acc) | no-adaptation rank | learned rank, seed 0 | seeds 0-%d | seconds (max) "
-          "| transfer ranks, seed 0 | transfer worst, seeds 0-%d | its best replayed, worst |" % (seeds[-1], seeds[-1]))
-    print("|---|---|---:|---:|---|---:|---|---|---:|")
+          "| transfer ranks, seed 0 | transfer worst, seeds 0-%d | its best replayed, worst "
+          "| transfer picks within noise of the best, seed 0 |" % (seeds[-1], seeds[-1]))
+    print("|---|---|---:|---:|---|---:|---|---|---:|---|")
     for n, t in tables.items():
         ranks, worst, secs, transfer0 = [], [], [], ""
         for seed in seeds:
@@ -147,9 +150,12 @@ def main() -> None:
             worst.append(max(tr.values()))
             if seed == 0:
                 transfer0 = ", ".join(f"{m}: {r}" for m, r in tr.items())
+                close = "n/a (averaged)" if args.merge else "%d of 4" % sum(
+                    greedy(policy, tables[m]) in indistinct(folder / f"{m}.csv")[0] for m in tr)
         best = t.best()
         print(f"| {n} | {''.join(map(str, best.actions))} ({best.acc:.3f}) | {t.rank(NO_ADAPTATION)} | {ranks[0]} "
-              f"| {' '.join(map(str, ranks))} | {max(secs):.1f} | {transfer0} | {' '.join(map(str, worst))} |",
+              f"| {' '.join(map(str, ranks))} | {max(secs):.1f} | {transfer0} | {' '.join(map(str, worst))} "
+              f"| {lookup_transfer(t, [tables[m] for m in NAMES if m != n])} | {close} |",
               flush=True)
     print()
     print("| left out | rank, seed 0 | seeds 0-%d | within noise of its best, seed 0 | pooled best of the 4, rank |"
