@@ -90,14 +90,23 @@ def lookup_pooled(tables: list[Table]) -> tuple[int, int, int]:
     return SEQUENCES[int(z.argmax())]
 
 
-def merged(first: Table, second: Table) -> Table:
-    """Two builds of one scenario averaged (equal repeats): acc and times left are the means.
+def repeats_of(path: Path) -> int:
+    """The repeats a table averages (its ``repeats`` column; 1 when absent)."""
+    import pandas as pd
+    df = pd.read_csv(path)
+    return int(df["repeats"].iloc[0]) if "repeats" in df else 1
+
+
+def merged(first: Table, second: Table, w1: int = 1, w2: int = 1) -> Table:
+    """Two builds of one scenario pooled, weighted by their repeats: acc and times left are the means.
 
     The builds measured their clocks separately (times left differ by up to ~3% of the
-    budget), so the average is an approximation of one build with twice the repeats.
+    budget), so the pool is an approximation of one build with the repeats of both.
     """
-    rows = {s: Row(s, tuple((a + b) / 2 for a, b in zip(first.rows[s].times_left, second.rows[s].times_left)),
-                   first.rows[s].total_time, (first.rows[s].acc + second.rows[s].acc) / 2) for s in SEQUENCES}
+    def mean(a: float, b: float) -> float:
+        return (w1 * a + w2 * b) / (w1 + w2)
+    rows = {s: Row(s, tuple(mean(a, b) for a, b in zip(first.rows[s].times_left, second.rows[s].times_left)),
+                   first.rows[s].total_time, mean(first.rows[s].acc, second.rows[s].acc)) for s in SEQUENCES}
     return Table(rows, first.model, f"{first.source}+{second.source}")
 
 
@@ -123,7 +132,7 @@ def main() -> None:
     ap.add_argument("--replicate", default="",
                     help="a folder with a second build of the 5 tables from other seeds (--seed 100)")
     ap.add_argument("--merge", action="store_true",
-                    help="with --replicate: run the analysis on the two builds averaged (twice the repeats)")
+                    help="with --replicate: run the analysis on the two builds pooled (weighted by their repeats)")
     args = ap.parse_args()
     folder = Path(args.folder)
     tables = {n: read_table(folder / f"{n}.csv") for n in NAMES}
@@ -132,8 +141,11 @@ def main() -> None:
         replication(tables, second)
         print()
         if args.merge:
-            tables = {n: merged(tables[n], second[n]) for n in NAMES}
-            print(f"averaged with {args.replicate}:\n")
+            weights = {n: (repeats_of(folder / f"{n}.csv"), repeats_of(Path(args.replicate) / f"{n}.csv"))
+                       for n in NAMES}
+            tables = {n: merged(tables[n], second[n], *weights[n]) for n in NAMES}
+            print(f"pooled with {args.replicate} (repeats per table: "
+                  f"{', '.join(f'{a}+{b}' for a, b in weights.values())}):\n")
     seeds = range(args.seeds)
     print("| scenario | best (acc) | no-adaptation rank | learned rank, seed 0 | seeds 0-%d | seconds (max) "
           "| transfer ranks, seed 0 | transfer worst, seeds 0-%d | its best replayed, worst "
@@ -150,7 +162,7 @@ def main() -> None:
             worst.append(max(tr.values()))
             if seed == 0:
                 transfer0 = ", ".join(f"{m}: {r}" for m, r in tr.items())
-                close = "n/a (averaged)" if args.merge else "%d of 4" % sum(
+                close = "n/a (pooled)" if args.merge else "%d of 4" % sum(
                     greedy(policy, tables[m]) in indistinct(folder / f"{m}.csv")[0] for m in tr)
         best = t.best()
         print(f"| {n} | {''.join(map(str, best.actions))} ({best.acc:.3f}) | {t.rank(NO_ADAPTATION)} | {ranks[0]} "
@@ -169,7 +181,7 @@ def main() -> None:
             if seed == 0:
                 close = "yes" if greedy(policy, tables[n]) in indistinct(folder / f"{n}.csv")[0] else "no"
         if args.merge:
-            close = "n/a (averaged)"
+            close = "n/a (pooled)"
         print(f"| {n} | {ranks[0]} | {' '.join(map(str, ranks))} | {close} "
               f"| {tables[n].rank(lookup_pooled(rest))} |", flush=True)
     print()
