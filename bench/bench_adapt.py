@@ -193,10 +193,11 @@ def main() -> None:
     seq, worst = best_fixed(list(tables.values()))
     print(f"| all 5 | {''.join(map(str, seq))} | {worst} |")
     print()
-    print("| table | sequences within 2 standard errors of the best |")
-    print("|---|---|")
-    for n in NAMES:
-        print(f"| {n} | {plateau(folder / f'{n}.csv')} |")  # of the first folder's tables
+    folders = [folder] + ([Path(args.replicate)] if args.replicate else [])
+    print("| table | " + " | ".join(f"sequences within 2 standard errors of the best, {f}" for f in folders) + " |")
+    print("|---|" + "---|" * len(folders))
+    for n in NAMES:  # of each build on its own (a pooled table has no per-repeat accuracies)
+        print(f"| {n} | " + " | ".join(plateau(f / f"{n}.csv") for f in folders) + " |")
 
 
 if __name__ == "__main__":
