@@ -147,6 +147,11 @@ def main() -> None:
             print(f"pooled with {args.replicate} (repeats per table: "
                   f"{', '.join(f'{a}+{b}' for a, b in weights.values())}):\n")
     seeds = range(args.seeds)
+
+    def near_best(seq: tuple[int, int, int], name: str) -> bool | None:
+        """Whether ``seq`` is within noise of table ``name``'s best (None on pooled tables: no per-repeat data)."""
+        return None if args.merge else seq in indistinct(folder / f"{name}.csv")[0]
+
     print("| scenario | best (acc) | no-adaptation rank | learned rank, seed 0 | seeds 0-%d | seconds (max) "
           "| transfer ranks, seed 0 | transfer worst, seeds 0-%d | its best replayed, worst "
           "| transfer picks within noise of the best, seed 0 |" % (seeds[-1], seeds[-1]))
@@ -158,12 +163,13 @@ def main() -> None:
             policy, _ = learn([t], episodes=20_000, seed=seed)
             secs.append(time.perf_counter() - t0)
             ranks.append(t.rank(greedy(policy, t)))
-            tr = {m: tables[m].rank(greedy(policy, tables[m])) for m in NAMES if m != n}
+            picks = {m: greedy(policy, tables[m]) for m in NAMES if m != n}
+            tr = {m: tables[m].rank(seq) for m, seq in picks.items()}
             worst.append(max(tr.values()))
             if seed == 0:
                 transfer0 = ", ".join(f"{m}: {r}" for m, r in tr.items())
-                close = "n/a (pooled)" if args.merge else "%d of 4" % sum(
-                    greedy(policy, tables[m]) in indistinct(folder / f"{m}.csv")[0] for m in tr)
+                near = [near_best(seq, m) for m, seq in picks.items()]
+                close = "n/a (pooled)" if args.merge else f"{sum(map(bool, near))} of 4"
         best = t.best()
         print(f"| {n} | {''.join(map(str, best.actions))} ({best.acc:.3f}) | {t.rank(NO_ADAPTATION)} | {ranks[0]} "
               f"| {' '.join(map(str, ranks))} | {max(secs):.1f} | {transfer0} | {' '.join(map(str, worst))} "
@@ -177,11 +183,10 @@ def main() -> None:
         ranks, rest = [], [tables[m] for m in NAMES if m != n]
         for seed in seeds:
             policy, _ = learn(rest, episodes=20_000, seed=seed)
-            ranks.append(tables[n].rank(greedy(policy, tables[n])))
+            pick = greedy(policy, tables[n])
+            ranks.append(tables[n].rank(pick))
             if seed == 0:
-                close = "yes" if greedy(policy, tables[n]) in indistinct(folder / f"{n}.csv")[0] else "no"
-        if args.merge:
-            close = "n/a (pooled)"
+                close = {None: "n/a (pooled)", True: "yes", False: "no"}[near_best(pick, n)]
         print(f"| {n} | {ranks[0]} | {' '.join(map(str, ranks))} | {close} "
               f"| {tables[n].rank(lookup_pooled(rest))} |", flush=True)
     print()

@@ -266,7 +266,7 @@ class Job:
     def fork(self) -> "Job":
         """A copy at the same clock, epoch and place in the batch order, sharing data and cost model."""
         other = copy.copy(self)
-        other.gen = torch.Generator().manual_seed(0)
+        other.gen = torch.Generator()
         other.gen.set_state(self.gen.get_state())
         return other
 
