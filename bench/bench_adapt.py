@@ -2,6 +2,7 @@
 
     python bench/bench_adapt.py results/adapt [--seeds 5]    # folder with early.csv ... late.csv
     python bench/bench_adapt.py results/adapt --replicate results/adapt2 [--merge]    # and a rebuild from seed 100
+    python bench/bench_adapt.py results/adapt2 --convnet3 results/adapt3    # and convnet3 tables (middle, late)
 
 1. learned from scratch on each table (20,000 episodes): greedy rank (target: top 3 on every one, < 60 s each);
 2. transfer: the policy of each table on the 4 others (target: top 10 on each);
@@ -18,7 +19,9 @@ table says whether the policy's pick is among them.
 
 Two baselines need no learning, and say whether the policy learned more than a lookup:
 for transfer, the source table's best sequence replayed on the others; for
-leave-one-out, the sequence best on average over the 4 tables learned from.
+leave-one-out, the sequence best on average over the 4 tables learned from. The
+leave-one-out table also ranks the two neighbouring scenarios' bests on the left-out
+table: how well interpolating in time could do.
 """
 
 from __future__ import annotations
@@ -90,6 +93,17 @@ def lookup_pooled(tables: list[Table]) -> tuple[int, int, int]:
     return SEQUENCES[int(z.argmax())]
 
 
+def neighbours_best(tables: dict[str, Table], name: str) -> str:
+    """The best sequences of the scenarios next in time to ``name`` (up earlier, later), ranked on its table.
+
+    Not a baseline a learner can reach by lookup (which neighbour is closer in outcome is
+    unknown without the table); it says how far interpolating between neighbours could go.
+    """
+    i = NAMES.index(name)
+    near = [NAMES[j] for j in (i - 1, i + 1) if 0 <= j < len(NAMES)]
+    return ", ".join(f"{m}: {tables[name].rank(tables[m].best().actions)}" for m in near)
+
+
 def repeats_of(path: Path) -> int:
     """The repeats a table averages (its ``repeats`` column; 1 when absent)."""
     import pandas as pd
@@ -125,6 +139,35 @@ def replication(first: dict[str, Table], second: dict[str, Table]) -> None:
         print(f"| {n} | {rho:.2f} | {second[n].rank(first[n].best().actions)} | {len(top_a & top_b)} |")
 
 
+def other_model(tables: dict[str, Table], folder: Path, seeds: range) -> None:
+    """Policies learned on the convnet2 tables, played on convnet3 tables of the same scenarios.
+
+    convnet3's structure (64 channels, no pooling, other parameter counts) never appears
+    in the convnet2 tables, so its states are new to those policies; the features, not a
+    vocabulary, decide what they do there. Learned from scratch on the convnet3 table, and
+    the convnet2 table's best replayed (no learning), are the references.
+    """
+    print("| convnet3 scenario | best (acc) | no-adaptation rank | learned from scratch, seeds 0-%d "
+          "| the same scenario's convnet2 policy, seeds 0-%d | all 5 convnet2 tables' policy, seeds 0-%d "
+          "| the other convnet3 table's policy, seeds 0-%d | convnet2 table's best replayed |"
+          % ((seeds[-1],) * 4))
+    print("|---|---|---:|---|---|---|---|---:|")
+    other = {n: read_table(folder / f"{n}.csv") for n in NAMES if (folder / f"{n}.csv").is_file()}
+    for n, t in other.items():
+        ranks: dict[str, list[int]] = {"scratch": [], "same": [], "all": [], "other3": []}
+        for seed in seeds:
+            ranks["scratch"].append(t.rank(greedy(learn([t], episodes=20_000, seed=seed)[0], t)))
+            ranks["same"].append(t.rank(greedy(learn([tables[n]], episodes=20_000, seed=seed)[0], t)))
+            ranks["all"].append(t.rank(greedy(learn(list(tables.values()), episodes=20_000, seed=seed)[0], t)))
+            rest = [o for m, o in other.items() if m != n]
+            if rest:
+                ranks["other3"].append(t.rank(greedy(learn(rest, episodes=20_000, seed=seed)[0], t)))
+        best = t.best()
+        print(f"| {n} | {''.join(map(str, best.actions))} ({best.acc:.3f}) | {t.rank(NO_ADAPTATION)} | "
+              + " | ".join(" ".join(map(str, r)) or "-" for r in ranks.values())
+              + f" | {t.rank(tables[n].best().actions)} |", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("folder", nargs="?", default="results/adapt")
@@ -133,6 +176,8 @@ def main() -> None:
                     help="a folder with a second build of the 5 tables from other seeds (--seed 100)")
     ap.add_argument("--merge", action="store_true",
                     help="with --replicate: run the analysis on the two builds pooled (weighted by their repeats)")
+    ap.add_argument("--convnet3", default="",
+                    help="a folder with convnet3 tables of some of the scenarios: how convnet2 policies play there")
     args = ap.parse_args()
     folder = Path(args.folder)
     tables = {n: read_table(folder / f"{n}.csv") for n in NAMES}
@@ -176,9 +221,9 @@ def main() -> None:
               f"| {lookup_transfer(t, [tables[m] for m in NAMES if m != n])} | {close} |",
               flush=True)
     print()
-    print("| left out | rank, seed 0 | seeds 0-%d | within noise of its best, seed 0 | pooled best of the 4, rank |"
-          % seeds[-1])
-    print("|---|---:|---|---|---:|")
+    print("| left out | rank, seed 0 | seeds 0-%d | within noise of its best, seed 0 | pooled best of the 4, rank "
+          "| the neighbours' bests, ranks |" % seeds[-1])
+    print("|---|---:|---|---|---:|---|")
     for n in NAMES:
         ranks, rest = [], [tables[m] for m in NAMES if m != n]
         for seed in seeds:
@@ -188,7 +233,7 @@ def main() -> None:
             if seed == 0:
                 close = {None: "n/a (pooled)", True: "yes", False: "no"}[near_best(pick, n)]
         print(f"| {n} | {ranks[0]} | {' '.join(map(str, ranks))} | {close} "
-              f"| {tables[n].rank(lookup_pooled(rest))} |", flush=True)
+              f"| {tables[n].rank(lookup_pooled(rest))} | {neighbours_best(tables, n)} |", flush=True)
     print()
     print("| tables | best single sequence | its worst rank over them |")
     print("|---|---|---:|")
@@ -203,6 +248,9 @@ def main() -> None:
     print("|---|" + "---|" * len(folders))
     for n in NAMES:  # of each build on its own (a pooled table has no per-repeat accuracies)
         print(f"| {n} | " + " | ".join(plateau(f / f"{n}.csv") for f in folders) + " |")
+    if args.convnet3:
+        print()
+        other_model(tables, Path(args.convnet3), seeds)
 
 
 if __name__ == "__main__":

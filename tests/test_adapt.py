@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import itertools
 import json
+import math
 
 import pytest
 
@@ -142,7 +143,6 @@ def test_sequences_sharing_a_prefix_get_what_each_trained_alone_gets():
 
     s = Scenario(name="t", model="convnet2", budget_s=120.0, changes=(Change(30.0, "up"),), time_scale=1000.0,
                  epoch_samples=32, test_samples=32, batch_size=32, image_size=8)
-    torch.manual_seed(0)
     y = torch.randint(0, 10, (96,))
     x = torch.rand(96, 3, 8, 8) + 0.5 * y.float().view(-1, 1, 1, 1) / 10  # a learnable signal
     data = (x[:64], y[:64], x[64:], y[64:])
@@ -256,3 +256,32 @@ def test_a_policy_with_another_state_size_is_refused(tmp_path, capsys):
     assert main(["adapt", "evaluate", str(tmp_path / "old"), str(table)]) == 2
     err = capsys.readouterr().err
     assert "policy.pt: policy takes 25 state features" in err and "learn it again" in err
+
+
+def test_states_come_from_structure_so_unseen_layers_and_models_work(tmp_path):
+    import torchvision
+    from torch import nn
+
+    from real.adapt_policy import FEATURES, state_features
+    from real.net2net import SMALL_MODELS, deepen
+
+    base = SMALL_MODELS["convnet2"]()
+    plain = state_features(base, 200.0, 400.0, 0)
+    # a layer type no table was built with (no vocabulary to miss): only the counts move
+    odd = SMALL_MODELS["convnet2"]()
+    odd.g1.append(nn.Sequential(nn.Dropout(0.1), nn.GELU()))
+    seen = state_features(odd, 200.0, 400.0, 0)
+    assert len(seen) == len(plain) == FEATURES and all(map(math.isfinite, seen))
+    assert seen != plain
+    deep = state_features(deepen(SMALL_MODELS["convnet2"](), 1), 200.0, 400.0, 0)
+    assert deep != plain  # the block that grew is visible
+    res = state_features(torchvision.models.resnet18(num_classes=10), 200.0, 400.0, 0)
+    assert len(res) == FEATURES and all(map(math.isfinite, res))
+    # a policy learned on convnet2 tables plays on a convnet3 table: its states differ, nothing breaks
+    assert state_features(SMALL_MODELS["convnet3"](), 200.0, 400.0, 0) != plain
+    t2 = write_table(tmp_path / "c2.csv", best=(1, 2, 3))
+    t3 = write_table(tmp_path / "c3.csv", best=(1, 2, 3), model="convnet3")
+    assert main(["adapt", "learn", str(t2), "--episodes", "4000", "--out", str(tmp_path / "p")]) == 0
+    assert main(["adapt", "evaluate", str(tmp_path / "p"), str(t3)]) == 0
+    ev = json.loads((tmp_path / "p" / "evaluation.json").read_text())[0]
+    assert ev["table"] == str(t3) and 1 <= ev["rank"] <= 64 and len(ev["sequence"]) == 3
