@@ -285,3 +285,17 @@ def test_states_come_from_structure_so_unseen_layers_and_models_work(tmp_path):
     assert main(["adapt", "evaluate", str(tmp_path / "p"), str(t3)]) == 0
     ev = json.loads((tmp_path / "p" / "evaluation.json").read_text())[0]
     assert ev["table"] == str(t3) and 1 <= ev["rank"] <= 64 and len(ev["sequence"]) == 3
+
+
+def test_shipped_scenarios_load():
+    from real.adapt_table import load_scenario
+
+    ups = {}
+    for path in sorted((REPO / "configs/experiments").glob("adapt-convnet*.toml")):
+        s = load_scenario(path)
+        ups[s.name] = (s.model, s.up_time, s.budget_s)
+    assert {k: v for k, v in ups.items() if v[0] == "convnet2"} == {
+        "early": ("convnet2", 70.0, 400.0), "early-middle": ("convnet2", 140.0, 400.0),
+        "middle": ("convnet2", 200.0, 400.0), "middle-late": ("convnet2", 270.0, 400.0),
+        "late": ("convnet2", 330.0, 400.0)}
+    assert ups["convnet3-middle"] == ("convnet3", 200.0, 400.0) and ups["convnet3-late"] == ("convnet3", 330.0, 400.0)
