@@ -149,7 +149,7 @@ def other_model(tables: dict[str, Table], folder: Path, seeds: range) -> None:
     """
     print("| convnet3 scenario | best (acc) | no-adaptation rank | learned from scratch, seeds 0-%d "
           "| the same scenario's convnet2 policy, seeds 0-%d | all 5 convnet2 tables' policy, seeds 0-%d "
-          "| the other convnet3 table's policy, seeds 0-%d | convnet2 table's best replayed |"
+          "| the other convnet3 tables' policy, seeds 0-%d | convnet2 table's best replayed |"
           % ((seeds[-1],) * 4))
     print("|---|---|---:|---|---|---|---|---:|")
     other = {n: read_table(folder / f"{n}.csv") for n in NAMES if (folder / f"{n}.csv").is_file()}
