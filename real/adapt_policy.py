@@ -12,10 +12,11 @@ deepened with ``real.net2net``.
 Learning: batched REINFORCE over the table(s), reward = the sequence's accuracy
 standardised per table, a per-state moving-average baseline, a softmax temperature
 annealed from 4 to 0.3 and an entropy bonus (0.2 at first) that decays to 0; Adam.
-The exploration is wide on purpose: with a temperature from 2 and a bonus of 0.05,
-2 of 75 runs (15 tables x 5 seeds) settled on a subtree whose average was best
-while the last decision was still exploring, and missed the best by 5 points
-(ranks 4 and 6 of 64); with these, none ranked below 3rd.
+The exploration is wide on purpose. With a temperature from 2 and a bonus of 0.05,
+2 of 125 runs (25 tables x 5 seeds) settled on a subtree whose average was best
+while the last decision was still exploring, and missed the table's best by 5-6
+points (ranks 4 and 6 of 64); the mean shortfall was 0.16 points. With these, one
+run ranked below 3rd (13th, 1.4 points short) and the mean shortfall was 0.05 points.
 Greedy play (argmax) is what evaluate reports.
 """
 
