@@ -2,7 +2,7 @@
 
     python bench/bench_adapt.py results/adapt [--seeds 5]    # folder with early.csv ... late.csv
     python bench/bench_adapt.py results/adapt --replicate results/adapt2 [--merge]    # and a rebuild from seed 100
-    python bench/bench_adapt.py results/adapt2 --convnet3 results/adapt3    # and convnet3 tables (middle, late)
+    python bench/bench_adapt.py results/adapt2 --convnet3 results/adapt3    # and convnet3 tables of the same scenarios
 
 1. learned from scratch on each table (20,000 episodes): greedy rank (target: top 3 on every one, < 60 s each);
 2. transfer: the policy of each table on the 4 others (target: top 10 on each);
@@ -153,12 +153,13 @@ def other_model(tables: dict[str, Table], folder: Path, seeds: range) -> None:
           % ((seeds[-1],) * 4))
     print("|---|---|---:|---|---|---|---|---:|")
     other = {n: read_table(folder / f"{n}.csv") for n in NAMES if (folder / f"{n}.csv").is_file()}
+    on_all = {seed: learn(list(tables.values()), episodes=20_000, seed=seed)[0] for seed in seeds}  # one per seed
     for n, t in other.items():
         ranks: dict[str, list[int]] = {"scratch": [], "same": [], "all": [], "other3": []}
         for seed in seeds:
             ranks["scratch"].append(t.rank(greedy(learn([t], episodes=20_000, seed=seed)[0], t)))
             ranks["same"].append(t.rank(greedy(learn([tables[n]], episodes=20_000, seed=seed)[0], t)))
-            ranks["all"].append(t.rank(greedy(learn(list(tables.values()), episodes=20_000, seed=seed)[0], t)))
+            ranks["all"].append(t.rank(greedy(on_all[seed], t)))
             rest = [o for m, o in other.items() if m != n]
             if rest:
                 ranks["other3"].append(t.rank(greedy(learn(rest, episodes=20_000, seed=seed)[0], t)))

@@ -143,6 +143,7 @@ def test_sequences_sharing_a_prefix_get_what_each_trained_alone_gets():
 
     s = Scenario(name="t", model="convnet2", budget_s=120.0, changes=(Change(30.0, "up"),), time_scale=1000.0,
                  epoch_samples=32, test_samples=32, batch_size=32, image_size=8)
+    torch.manual_seed(0)
     y = torch.randint(0, 10, (96,))
     x = torch.rand(96, 3, 8, 8) + 0.5 * y.float().view(-1, 1, 1, 1) / 10  # a learnable signal
     data = (x[:64], y[:64], x[64:], y[64:])
