@@ -73,9 +73,27 @@ def indistinct(path: Path) -> tuple[set[tuple[int, int, int]], str]:
 
 
 def plateau(path: Path) -> str:
-    """How many sequences the repeats cannot tell from the table's best."""
+    """How many sequences the repeats cannot tell from the table's best, and how well repeats agree."""
     seqs, how = indistinct(path)
-    return f"{len(seqs)} ({how})"
+    return f"{len(seqs)} ({how}; {repeat_agreement(path)})"
+
+
+def repeat_agreement(path: Path) -> str:
+    """Mean rank correlation of the 64 sequences' accuracies between two repeats of a table.
+
+    How reproducible one repeat's ordering is: 1 = every repeat orders the sequences alike.
+    The table's mean over n repeats is more reliable than one repeat (Spearman-Brown: about
+    n r / (1 + (n - 1) r) for the correlation r of single repeats).
+    """
+    import numpy as np
+    import pandas as pd
+    df = pd.read_csv(path)
+    if "acc_runs" not in df or df["repeats"].iloc[0] < 2:
+        return "one repeat"
+    runs = pd.DataFrame([[float(a) for a in str(r).split()] for r in df["acc_runs"]]).rank()
+    n = runs.shape[1]
+    r = float(runs.corr().to_numpy()[np.triu_indices(n, 1)].mean())  # over the pairs of repeats
+    return f"repeats agree {r:.2f}, the mean of {n} {n * r / (1 + (n - 1) * r):.2f}"
 
 
 def lookup_transfer(source: Table, targets: list[Table]) -> int:

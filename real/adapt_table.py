@@ -35,6 +35,7 @@ from typing import Any, Callable, Iterator, Literal
 
 import numpy as np
 import torch
+from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 
 from real.adapt_csv import SEQUENCES
 from real.net2net import SMALL_MODELS, deepen, deepened, prefixes
@@ -76,6 +77,12 @@ class Scenario:
         batch_size: samples per step.
         lr: Adam learning rate.
         lr_decay: exponential decay of the learning rate per epoch.
+        ema_decay: decay per training step of an exponential moving average of the weights (and
+            batch-norm statistics) kept from the last decision on; the final accuracy is the
+            average's (0 = the last weights'). The last weights' test accuracy swings by 2-4 points
+            from one epoch to the next here, so where the budget happens to end adds that much noise
+            to every row; the average smooths it. Updating the average is not charged (one
+            weighted copy of the parameters per step, small against a training step).
         data_dir: CIFAR-10 folder ("" = a synthetic CIFAR-format dataset).
         signal: class signal of the synthetic data (smaller is harder).
         image_size: side of the images the model sees, pixels (32, 16 or 8); smaller images are
@@ -95,6 +102,7 @@ class Scenario:
     batch_size: int = 64
     lr: float = 0.01
     lr_decay: float = 0.9
+    ema_decay: float = 0.0
     data_dir: str = ""
     signal: float = 0.12
     image_size: int = 32
@@ -114,6 +122,8 @@ class Scenario:
         for k in ("epoch_samples", "test_samples", "batch_size"):
             if getattr(self, k) < 1:
                 yield k, f"must be >= 1, got {getattr(self, k)}"
+        if not 0.0 <= self.ema_decay < 1.0:
+            yield "ema_decay", f"must be in [0, 1), got {self.ema_decay}"
         if self.final_test_samples < 0:
             yield "final_test_samples", f"must be >= 0, got {self.final_test_samples}"
 
@@ -273,7 +283,9 @@ class Job:
     def _charge(self, seconds: float) -> None:
         self.clock += seconds * self.s.time_scale * self.s.factor_at(self.clock)
 
-    def train_epoch(self, model: torch.nn.Module, opt: torch.optim.Optimizer) -> None:
+    def train_epoch(self, model: torch.nn.Module, opt: torch.optim.Optimizer,
+                    ema: AveragedModel | None = None) -> None:
+        """Train one epoch (and update ``ema``, a moving average of ``model``, after every step)."""
         seconds = self.cost(model, self.xtr, self.xte)[0]
         model.train()
         idx = torch.randperm(len(self.ytr), generator=self.gen)[: self.s.epoch_samples]
@@ -282,6 +294,8 @@ class Job:
             opt.zero_grad(set_to_none=True)
             torch.nn.functional.cross_entropy(model(self.xtr[b]), self.ytr[b]).backward()
             opt.step()
+            if ema is not None:
+                ema.update_parameters(model)
         for g in opt.param_groups:  # exponential decay per epoch
             g["lr"] *= self.s.lr_decay
         self.epoch += 1
@@ -391,17 +405,21 @@ def _play_sequences(model: torch.nn.Module, job: Job, lr: float, bn_data: torch.
         deepen(m, a, data=[bn_data])
         # a fresh optimizer over the (possibly larger) model, at the decayed lr
         opt = torch.optim.Adam(m.parameters(), lr=lr)
-        if j.clock < j.end:
-            j.train_epoch(m, opt)
-            j.evaluate(m)
         seq = (*prefix, a)
-        if len(seq) < 3:
+        last = len(seq) == 3
+        # the moving average starts at the last decision: the structure is final from there on
+        ema = AveragedModel(m, multi_avg_fn=get_ema_multi_avg_fn(j.s.ema_decay), use_buffers=True) \
+            if last and j.s.ema_decay > 0 else None
+        if j.clock < j.end:
+            j.train_epoch(m, opt, ema)
+            j.evaluate(m)
+        if not last:
             yield from _play_sequences(m, j, opt.param_groups[0]["lr"], bn_data, seq, left)
             continue
         while j.clock < j.end:  # the last decision's optimizer trains on to the end of the budget
-            j.train_epoch(m, opt)
+            j.train_epoch(m, opt, ema)
             j.evaluate(m)
-        yield seq, left, _last_acc(j, m)  # type: ignore[misc]
+        yield seq, left, _last_acc(j, ema.module if ema is not None else m)  # type: ignore[misc]
 
 
 def _resume(s: Scenario, out: Path, seed: int, sums: dict[tuple[int, int, int], np.ndarray],

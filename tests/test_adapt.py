@@ -132,41 +132,54 @@ def test_build_table_trains_every_sequence_and_resumes(tmp_path, capsys):
     assert "nothing to resume" in capsys.readouterr().err
 
 
-def test_sequences_sharing_a_prefix_get_what_each_trained_alone_gets():
+@pytest.mark.parametrize("ema_decay", [0.0, 0.5])
+def test_sequences_sharing_a_prefix_get_what_each_trained_alone_gets(ema_decay):
     import copy
 
     import torch
+    from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 
     from real.adapt_csv import SEQUENCES
-    from real.adapt_table import Change, EpochCost, Job, Scenario, _last_acc, _play_sequences
+    from real.adapt_table import Change, Job, Scenario, _last_acc, _play_sequences
     from real.net2net import convnet2, deepen
 
     s = Scenario(name="t", model="convnet2", budget_s=120.0, changes=(Change(30.0, "up"),), time_scale=1000.0,
-                 epoch_samples=32, test_samples=32, batch_size=32, image_size=8)
+                 epoch_samples=32, test_samples=32, batch_size=32, image_size=8, ema_decay=ema_decay)
     torch.manual_seed(0)
     y = torch.randint(0, 10, (96,))
     x = torch.rand(96, 3, 8, 8) + 0.5 * y.float().view(-1, 1, 1, 1) / 10  # a learnable signal
     data = (x[:64], y[:64], x[64:], y[64:])
-    base, job = convnet2(), Job(s, data, 1, EpochCost(s, rounds=1))
+    # a fixed clock (8 s per epoch, 1 s per evaluation) rather than a measured one: on a loaded host
+    # the measured epochs can cost so much that the budget ends before the sequences differ
+    base, job = convnet2(), Job(s, data, 1, lambda model, xtr, xte: (0.008, 0.001))  # type: ignore[arg-type]
     job.clock = 40.0
+    pre = torch.optim.Adam(base.parameters(), lr=0.01)
+    for _ in range(20):  # pre-trained past predicting one class, so the sequences' outcomes can differ
+        pre.zero_grad()
+        torch.nn.functional.cross_entropy(base(x[:64]), y[:64]).backward()
+        pre.step()
     before = copy.deepcopy(base.state_dict())
     played = {seq: (times, acc) for seq, times, acc in _play_sequences(base, job, 0.01, x[:32])}
     assert list(played) == SEQUENCES
     assert job.clock == 40.0 and all(torch.equal(v, before[k]) for k, v in base.state_dict().items())
     assert len({acc for _, acc in played.values()}) > 1
     for seq in [(0, 0, 0), (2, 0, 1), (1, 3, 2), (3, 3, 3)]:  # each sequence trained on its own
-        model, alone, lr, times = copy.deepcopy(base), job.fork(), 0.01, []
-        for a in seq:
+        model, alone, lr, times, ema = copy.deepcopy(base), job.fork(), 0.01, [], None
+        for k, a in enumerate(seq):
             times.append(max(0.0, alone.end - alone.clock))
             deepen(model, a, data=[x[:32]])
             opt = torch.optim.Adam(model.parameters(), lr=lr)
-            alone.train_epoch(model, opt)
+            if k == 2 and ema_decay:  # the average of the final structure's weights
+                ema = AveragedModel(model, multi_avg_fn=get_ema_multi_avg_fn(ema_decay), use_buffers=True)
+            alone.train_epoch(model, opt, ema)
             alone.evaluate(model)
             lr = opt.param_groups[0]["lr"]
         while alone.clock < alone.end:
-            alone.train_epoch(model, opt)
+            alone.train_epoch(model, opt, ema)
             alone.evaluate(model)
-        assert played[seq] == (tuple(times), _last_acc(alone, model))
+        assert played[seq] == (tuple(times), _last_acc(alone, ema.module if ema else model))
+        if ema:  # the average is what is scored, and it is not the last weights
+            assert not all(torch.equal(p, q) for p, q in zip(ema.module.parameters(), model.parameters()))
 
 
 def test_epoch_cost_is_measured_once_per_structure_and_tells_blocks_apart():
