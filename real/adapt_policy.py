@@ -11,8 +11,9 @@ latest "up"), so the time features are mostly monotonic: the second harmonics
 used before turn back there. On the five tables built with the weights' moving
 average (results/adapt4), leaving one out ranked early 1st for seeds 0-2 with
 these, 6th-8th with the harmonics; the others ranked about as before. Dropping
-the sinusoids too did as well there, but ranked 4th from scratch on a convnet3 table. Layers of a kind never seen before only change the counts, so
-nothing breaks on unseen layers. Structures come from real models built and
+the sinusoids too did as well there, but ranked 4th from scratch on a convnet3
+table. Layers of a kind never seen before only change the counts, so nothing
+breaks on unseen layers. Structures come from real models built and
 deepened with ``real.net2net``.
 
 Learning: batched REINFORCE over the table(s), reward = the sequence's accuracy
@@ -97,10 +98,12 @@ def state_features(model: nn.Module, time_left: float, total: float, step: int,
         history: the actions taken at the earlier decisions.
     """
     frac = max(0.0, min(1.0, time_left / total)) if total > 0 else 0.0
-    # the log spreads out the small times left, where one epoch more or less matters most;
-    # + 0.05 keeps it finite (-3.0) when the budget is spent
+    # the log spreads out the small times left, where one epoch more or less matters most
+    # (+ 0.05 keeps it finite, -3.0, when the budget is spent); a half period of sin/cos
+    # adds curvature without turning back the way higher harmonics do
+    time = [frac, math.log(frac + 0.05), math.sin(math.pi * frac), math.cos(math.pi * frac)]
     onehot = [1.0 if step == i else 0.0 for i in range(3)]
-    return structure_features(model) + layer_age_features(history) + [frac, math.log(frac + 0.05), math.sin(math.pi * frac), math.cos(math.pi * frac)] + onehot + [1.0]
+    return structure_features(model) + layer_age_features(history) + time + onehot + [1.0]
 
 
 class Policy(nn.Module):

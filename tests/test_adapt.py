@@ -215,6 +215,10 @@ def test_bad_scenario(tmp_path, capsys):
                     'image_size = 12\n')
     assert main(["adapt", "build-table", str(scen), "--out", str(tmp_path / "x.csv")]) == 2
     assert "adapt.image_size: must be 32, 16 or 8" in capsys.readouterr().err
+    scen.write_text('[adapt]\nname = "x"\nmodel = "convnet2"\nchanges = [{time = 1.0, change = "up"}]\n'
+                    'ema_decay = 1.0\n')
+    assert main(["adapt", "build-table", str(scen), "--out", str(tmp_path / "x.csv")]) == 2
+    assert "adapt.ema_decay: must be in [0, 1), got 1.0" in capsys.readouterr().err
     assert not (tmp_path / "x.csv").exists()
 
 
