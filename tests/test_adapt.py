@@ -130,6 +130,13 @@ def test_build_table_trains_every_sequence_and_resumes(tmp_path, capsys):
         assert out.read_bytes() == before
     assert main(["adapt", "build-table", str(scen), "--out", str(tmp_path / "none.csv"), "--resume"]) == 2
     assert "nothing to resume" in capsys.readouterr().err
+    # a table built before scenarios had ema_decay (it scored the last weights) resumes as ema_decay = 0
+    cost = out.with_suffix(".cost.json")
+    saved = json.loads(cost.read_text())
+    assert "ema_decay=0.0, " in saved["scenario"]
+    cost.write_text(json.dumps(dict(saved, scenario=saved["scenario"].replace("ema_decay=0.0, ", ""))))
+    assert main(["adapt", "build-table", str(scen), "--out", str(out), "--quiet", "--repeats", "3", "--resume"]) == 0
+    assert read_table(out).rows[(3, 3, 3)].acc >= 0 and len(next(csv.DictReader(out.open()))["acc_runs"].split()) == 3
 
 
 @pytest.mark.parametrize("ema_decay", [0.0, 0.5])
