@@ -106,8 +106,10 @@ def _connect(req: CalibrateRequest, cluster: ClusterConfig):
             ray.init(address=req.address, log_to_driver=False, logging_level=logging.WARNING)
         else:
             import os
-            ray.init(num_cpus=os.cpu_count() or 1, resources=local_resources(cluster), include_dashboard=False,
-                     log_to_driver=False, logging_level=logging.WARNING)
+            # "local": always a new local instance. With no address Ray joins the cluster named in
+            # /tmp/ray/ray_current_cluster, which a killed run leaves behind, and then refuses num_cpus
+            ray.init(address="local", num_cpus=os.cpu_count() or 1, resources=local_resources(cluster),
+                     include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
     except Exception as exc:  # unreachable address, bad cluster: one line
         raise ConfigError("--address", "", f"cannot start or reach Ray at {req.address or 'local'!r} "
                           f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})") from None
