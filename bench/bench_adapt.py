@@ -45,6 +45,14 @@ def best_fixed(tables: list[Table]) -> tuple[tuple[int, int, int], int]:
     return min(((seq, max(t.rank(seq) for t in tables)) for seq in SEQUENCES), key=lambda p: p[1])
 
 
+def repeat_runs(df: "pd.DataFrame") -> "np.ndarray | None":
+    """Each repeat's accuracy per sequence (sequences x repeats), or None without ``acc_runs`` or with one repeat."""
+    import numpy as np
+    if "acc_runs" not in df or df["repeats"].iloc[0] < 2:
+        return None
+    return np.array([[float(a) for a in str(r).split()] for r in df["acc_runs"]])
+
+
 @functools.lru_cache
 def indistinct(path: Path) -> tuple[set[tuple[int, int, int]], str]:
     """The sequences the repeats cannot tell from the table's best (mean gap <= 2 standard errors), and how.
@@ -57,8 +65,8 @@ def indistinct(path: Path) -> tuple[set[tuple[int, int, int]], str]:
     df = pd.read_csv(path)
     seqs = list(zip(df["a1"], df["a2"], df["a3"]))
     best = df["acc"].idxmax()
-    if "acc_runs" in df and df["repeats"].iloc[0] > 1:
-        runs = np.array([[float(a) for a in str(r).split()] for r in df["acc_runs"]])
+    runs = repeat_runs(df)
+    if runs is not None:
         gaps = runs[best] - runs  # (sequences, repeats)
         se = gaps.std(axis=1, ddof=1) / np.sqrt(runs.shape[1])
         within = gaps.mean(axis=1) <= 2 * se
@@ -87,12 +95,12 @@ def repeat_agreement(path: Path) -> str:
     """
     import numpy as np
     import pandas as pd
-    df = pd.read_csv(path)
-    if "acc_runs" not in df or df["repeats"].iloc[0] < 2:
+    runs = repeat_runs(pd.read_csv(path))
+    if runs is None:
         return "one repeat"
-    runs = pd.DataFrame([[float(a) for a in str(r).split()] for r in df["acc_runs"]]).rank()
     n = runs.shape[1]
-    r = float(runs.corr().to_numpy()[np.triu_indices(n, 1)].mean())  # over the pairs of repeats
+    ranks = pd.DataFrame(runs).rank()
+    r = float(ranks.corr().to_numpy()[np.triu_indices(n, 1)].mean())  # over the pairs of repeats
     return f"repeats agree {r:.2f}, the mean of {n} {n * r / (1 + (n - 1) * r):.2f}"
 
 

@@ -11,10 +11,9 @@ latest "up"), so the time features are mostly monotonic: the second harmonics
 used before turn back there. On the five tables built with the weights' moving
 average (results/adapt4), leaving one out ranked early 1st for seeds 0-2 with
 these, 1st, 5th and 6th with the harmonics; top 5 in 3, 2 and 2 of the five
-scenarios, against 2, 2 and 1. Dropping
-the sinusoids too did as well there, but ranked 4th from scratch on a convnet3
-table. Layers of a kind never seen before only change the counts, so nothing
-breaks on unseen layers. Structures come from real models built and
+scenarios, against 2, 2 and 1. Dropping the sinusoids too did as well there,
+but ranked 4th from scratch on a convnet3 table. Layers of a kind never seen
+before only change the counts, so nothing breaks on unseen layers. Structures come from real models built and
 deepened with ``real.net2net``.
 
 Learning: batched REINFORCE over the table(s), reward = the sequence's accuracy

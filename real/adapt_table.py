@@ -283,6 +283,12 @@ class Job:
         other.gen.set_state(self.gen.get_state())
         return other
 
+    def moving_average(self, model: torch.nn.Module) -> AveragedModel | None:
+        """A moving average of ``model``'s weights and batch-norm statistics (None when ``ema_decay`` is 0)."""
+        if self.s.ema_decay <= 0:
+            return None
+        return AveragedModel(model, multi_avg_fn=get_ema_multi_avg_fn(self.s.ema_decay), use_buffers=True)
+
     def _charge(self, seconds: float) -> None:
         self.clock += seconds * self.s.time_scale * self.s.factor_at(self.clock)
 
@@ -411,8 +417,7 @@ def _play_sequences(model: torch.nn.Module, job: Job, lr: float, bn_data: torch.
         seq = (*prefix, a)
         last = len(seq) == 3
         # the moving average starts at the last decision: the structure is final from there on
-        ema = AveragedModel(m, multi_avg_fn=get_ema_multi_avg_fn(j.s.ema_decay), use_buffers=True) \
-            if last and j.s.ema_decay > 0 else None
+        ema = j.moving_average(m) if last else None
         if j.clock < j.end:
             j.train_epoch(m, opt, ema)
             j.evaluate(m)

@@ -144,7 +144,6 @@ def test_sequences_sharing_a_prefix_get_what_each_trained_alone_gets(ema_decay):
     import copy
 
     import torch
-    from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 
     from real.adapt_csv import SEQUENCES
     from real.adapt_table import Change, Job, Scenario, _last_acc, _play_sequences
@@ -176,8 +175,8 @@ def test_sequences_sharing_a_prefix_get_what_each_trained_alone_gets(ema_decay):
             times.append(max(0.0, alone.end - alone.clock))
             deepen(model, a, data=[x[:32]])
             opt = torch.optim.Adam(model.parameters(), lr=lr)
-            if k == 2 and ema_decay:  # the average of the final structure's weights
-                ema = AveragedModel(model, multi_avg_fn=get_ema_multi_avg_fn(ema_decay), use_buffers=True)
+            if k == 2:  # the average of the final structure's weights (None without ema_decay)
+                ema = alone.moving_average(model)
             alone.train_epoch(model, opt, ema)
             alone.evaluate(model)
             lr = opt.param_groups[0]["lr"]
