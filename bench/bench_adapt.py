@@ -3,6 +3,8 @@
     python bench/bench_adapt.py results/adapt [--seeds 5]    # folder with early.csv ... late.csv
     python bench/bench_adapt.py results/adapt --replicate results/adapt2 [--merge]    # and a rebuild from seed 100
     python bench/bench_adapt.py results/adapt2 --convnet3 results/adapt3    # and convnet3 tables of the same scenarios
+    python bench/bench_adapt.py results/adapt4 --finetune --seeds 2    # transfer by fine-tuning: a few episodes
+    python bench/bench_adapt.py results/adapt4 --held-out results/adapt4/up235.csv results/adapt4/up300.csv
 
 1. learned from scratch on each table (20,000 episodes): greedy rank (target: top 3 on every one, < 60 s each);
 2. transfer: the policy of each table on the 4 others (target: top 10 on each);
@@ -195,6 +197,52 @@ def other_model(tables: dict[str, Table], folder: Path, seeds: range) -> None:
               + f" | {t.rank(tables[n].best().actions)} |", flush=True)
 
 
+def held_out(tables: dict[str, Table], paths: list[Path], seeds: range) -> None:
+    """Scenarios whose tables no learner choice was made on: the policy learned on all five tables, greedy there.
+
+    Baselines without learning: the sequence best on average over the five, and the bests
+    of the five scenarios ranked on the held-out table (the nearest in "up" time is the one
+    interpolation would favour).
+    """
+    policies = [learn(list(tables.values()), episodes=20_000, seed=seed)[0] for seed in seeds]
+    pooled = lookup_pooled(list(tables.values()))
+    print(f"| held-out table | best (acc) | no-adaptation rank | rank of the all-five policy, seeds 0-{seeds[-1]} "
+          "| its pick, seed 0 | within noise of the best | pooled best of the 5, rank | each scenario's best, rank "
+          "| within 2 standard errors of the best |")
+    print("|---|---|---:|---|---|---|---:|---|---|")
+    for path in paths:
+        t = read_table(path)
+        picks = [greedy(p, t) for p in policies]
+        best = t.best()
+        near = "yes" if picks[0] in indistinct(path)[0] else "no"
+        print(f"| {path.stem} | {''.join(map(str, best.actions))} ({best.acc:.3f}) | {t.rank(NO_ADAPTATION)} "
+              f"| {' '.join(str(t.rank(p)) for p in picks)} | {''.join(map(str, picks[0]))} | {near} "
+              f"| {t.rank(pooled)} | {', '.join(f'{n}: {t.rank(u.best().actions)}' for n, u in tables.items())} "
+              f"| {plateau(path)} |", flush=True)
+
+
+def fine_tuning(tables: dict[str, Table], seeds: range, budgets: tuple[int, ...] = (500, 1000, 2000)) -> None:
+    """Transfer with some learning: each scenario's policy (seed 0, 20,000 episodes) fine-tuned on each other
+    table for a few episodes (``learn(init=...)``), against as many episodes from scratch on that table."""
+    sources = {n: learn([t], episodes=20_000, seed=0)[0] for n, t in tables.items()}
+    pairs = [(n, m) for n in NAMES for m in NAMES if m != n]
+    print(f"| episodes | start | top 3 (of {len(pairs) * len(seeds)}: 20 pairs x seeds 0-{seeds[-1]}) "
+          "| top 10 | worst rank | mean seconds |")
+    print("|---:|---|---:|---:|---:|---:|")
+    for episodes in budgets:
+        for start in ("scratch", "other scenario's policy"):
+            ranks, secs = [], []
+            for n, m in pairs:
+                for seed in seeds:
+                    t0 = time.perf_counter()
+                    policy, _ = learn([tables[m]], episodes=episodes, seed=seed,
+                                      init=None if start == "scratch" else sources[n])
+                    secs.append(time.perf_counter() - t0)
+                    ranks.append(tables[m].rank(greedy(policy, tables[m])))
+            print(f"| {episodes} | {start} | {sum(r <= 3 for r in ranks)} | {sum(r <= 10 for r in ranks)} "
+                  f"| {max(ranks)} | {sum(secs) / len(secs):.2f} |", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("folder", nargs="?", default="results/adapt")
@@ -205,6 +253,11 @@ def main() -> None:
                     help="with --replicate: run the analysis on the two builds pooled (weighted by their repeats)")
     ap.add_argument("--convnet3", default="",
                     help="a folder with convnet3 tables of some of the scenarios: how convnet2 policies play there")
+    ap.add_argument("--held-out", nargs="+", default=[],
+                    help="tables of other scenarios (e.g. results/adapt4/up235.csv): only the held-out table, "
+                         "the policy learned on the five played there")
+    ap.add_argument("--finetune", action="store_true",
+                    help="only the fine-tuning table: a few episodes from another scenario's policy vs from scratch")
     args = ap.parse_args()
     folder = Path(args.folder)
     tables = {n: read_table(folder / f"{n}.csv") for n in NAMES}
@@ -219,6 +272,12 @@ def main() -> None:
             print(f"pooled with {args.replicate} (repeats per table: "
                   f"{', '.join(f'{a}+{b}' for a, b in weights.values())}):\n")
     seeds = range(args.seeds)
+    if args.finetune:
+        fine_tuning(tables, seeds)
+        return
+    if args.held_out:
+        held_out(tables, [Path(p) for p in args.held_out], seeds)
+        return
 
     def near_best(seq: tuple[int, int, int], name: str) -> bool | None:
         """Whether ``seq`` is within noise of table ``name``'s best (None on pooled tables: no per-repeat data)."""

@@ -215,18 +215,24 @@ def cmd_adapt_learn(args: argparse.Namespace) -> int:
     import time
 
     from real.adapt_csv import read_table
-    from real.adapt_policy import greedy, learn, save_policy
+    from real.adapt_policy import greedy, learn, load_policy, save_policy
     from sim.tomlfile import atomic_write_json
 
     if args.episodes < 1:
         raise ConfigError("--episodes", "", f"must be >= 1, got {args.episodes}")
+    out = Path(args.out)
+    init, meta = None, {}
+    if args.init:
+        if Path(args.init).resolve() == out.resolve():  # fine-tuning in place would overwrite the source policy
+            raise ConfigError("--out", "", f"is the --init policy {args.init}: write the fine-tuned one elsewhere")
+        init, init_digest = load_policy(Path(args.init))
+        meta = {"init": args.init, "init_sha256": init_digest}
     tables = [read_table(t, args.model) for t in args.tables]
     t0 = time.perf_counter()
-    policy, history = learn(tables, episodes=args.episodes, seed=args.seed)
+    policy, history = learn(tables, episodes=args.episodes, seed=args.seed, init=init)
     seconds = time.perf_counter() - t0
-    out = Path(args.out)
     digest = save_policy(policy, out, {"tables": [str(t) for t in args.tables], "episodes": args.episodes,
-                                       "seed": args.seed, "seconds": round(seconds, 2)})
+                                       "seed": args.seed, "seconds": round(seconds, 2), **meta})
     atomic_write_json(out / "history.json", history)
     for t in tables:
         seq = greedy(policy, t)
@@ -349,6 +355,8 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--episodes", type=int, default=20_000)
     q.add_argument("--seed", type=int, default=0)
     q.add_argument("--model", default="", help="base model when a table has no model column")
+    q.add_argument("--init", default="", help="policy folder to start from: fine-tune a policy learned on other "
+                                              "scenarios on these tables (its folder is left as it is)")
     q.add_argument("--out", required=True, help="policy folder")
     q.set_defaults(fn=cmd_adapt_learn)
     q = asub.add_parser("evaluate", help="greedy play of a policy on tables")

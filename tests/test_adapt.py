@@ -89,6 +89,34 @@ def test_transfer_evaluation_loads_exactly_the_policy_given(tmp_path):
     assert results["pa"]["sequence"] != results["pb"]["sequence"]
 
 
+def test_fine_tuning_starts_from_the_policy_given_and_leaves_it_as_it_was(tmp_path, capsys):
+    ta = write_table(tmp_path / "a.csv", best=(0, 0, 0))
+    tb = write_table(tmp_path / "b.csv", best=(2, 2, 2))
+    assert main(["adapt", "learn", str(ta), "--episodes", "4000", "--out", str(tmp_path / "pa")]) == 0
+    source = (tmp_path / "pa" / "policy.pt").read_bytes()
+    assert main(["adapt", "evaluate", str(tmp_path / "pa"), str(tb)]) == 0
+    before = json.loads((tmp_path / "pa" / "evaluation.json").read_text())[0]
+    for name, init in (("ft", ["--init", str(tmp_path / "pa")]), ("scratch", [])):
+        assert main(["adapt", "learn", str(tb), "--episodes", "1000", "--seed", "1", *init,
+                     "--out", str(tmp_path / name)]) == 0
+    assert (tmp_path / "pa" / "policy.pt").read_bytes() == source  # the source is not touched
+    meta = json.loads((tmp_path / "ft" / "policy.json").read_text())
+    assert meta["init_sha256"] == json.loads((tmp_path / "pa" / "policy.json").read_text())["sha256"]
+    assert meta["sha256"] != meta["init_sha256"]
+    assert main(["adapt", "evaluate", str(tmp_path / "ft"), str(tb)]) == 0
+    after = json.loads((tmp_path / "ft" / "evaluation.json").read_text())[0]
+    assert after["policy_sha256"] == meta["sha256"]  # evaluate loads the fine-tuned policy, not its source
+    assert before["rank"] > 3 and after["rank"] <= 3
+    # the start matters: the same seed and episodes from a fresh initialisation learn another policy
+    assert json.loads((tmp_path / "scratch" / "policy.json").read_text())["sha256"] != meta["sha256"]
+    capsys.readouterr()
+    assert main(["adapt", "learn", str(tb), "--init", str(tmp_path / "pa"), "--out", str(tmp_path / "pa")]) == 2
+    assert "is the --init policy" in capsys.readouterr().err
+    assert (tmp_path / "pa" / "policy.pt").read_bytes() == source
+    assert main(["adapt", "learn", str(tb), "--init", str(tmp_path / "nowhere"), "--out", str(tmp_path / "x")]) == 2
+    assert "no policy.pt here" in capsys.readouterr().err and not (tmp_path / "x").exists()
+
+
 def test_build_table_trains_every_sequence_and_resumes(tmp_path, capsys):
     scen = tmp_path / "s.toml"
     scen.write_text('[adapt]\nname = "tiny"\nmodel = "convnet2"\nbudget_s = 120.0\n'
@@ -321,4 +349,5 @@ def test_shipped_scenarios_load():
     five = {"early": 70.0, "early-middle": 140.0, "middle": 200.0, "middle-late": 270.0, "late": 330.0}
     want = {n: ("convnet2", up, 400.0) for n, up in five.items()}
     want.update({f"convnet3-{n}": ("convnet3", up, 400.0) for n, up in five.items()})
+    want.update({f"up{up}": ("convnet2", float(up), 400.0) for up in (235, 300)})  # held out: checks only
     assert ups == want
