@@ -349,5 +349,5 @@ def test_shipped_scenarios_load():
     five = {"early": 70.0, "early-middle": 140.0, "middle": 200.0, "middle-late": 270.0, "late": 330.0}
     want = {n: ("convnet2", up, 400.0) for n, up in five.items()}
     want.update({f"convnet3-{n}": ("convnet3", up, 400.0) for n, up in five.items()})
-    want.update({f"up{up}": ("convnet2", float(up), 400.0) for up in (235, 300)})  # held out: checks only
+    want.update({f"up{up}": ("convnet2", float(up), 400.0) for up in (105, 170, 235, 300)})  # held out: checks only
     assert ups == want
