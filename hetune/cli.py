@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import Any, Sequence
@@ -382,6 +383,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("hetune: interrupted; finished results were kept", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # the reader went away (`hetune ... | head`): files are written before anything is
+        # printed, so stop quietly with the shell's SIGPIPE status, as other CLIs do; point
+        # stdout at /dev/null so the flush at exit does not raise a second time
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
 
 
 if __name__ == "__main__":

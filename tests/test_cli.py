@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -150,3 +151,15 @@ def test_atomic_writes_get_the_mode_a_plain_open_would(tmp_path):
     plain.write_text("x")
     atomic_write_text(tmp_path / "atomic.txt", "x")
     assert os.stat(tmp_path / "atomic.txt").st_mode & 0o777 == os.stat(plain).st_mode & 0o777
+
+
+def test_a_closed_pipe_ends_quietly():
+    """`hetune strategies | head -0`: the reader has gone before the first line is written."""
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        proc = subprocess.run([sys.executable, "-m", "hetune.cli", "strategies"], stdout=write,
+                              stderr=subprocess.PIPE, text=True, cwd=REPO, timeout=120)
+    finally:
+        os.close(write)
+    assert proc.returncode == 141 and proc.stderr == ""
