@@ -10,6 +10,11 @@
 2. transfer: the policy of each table on the 4 others (target: top 10 on each);
 3. leave-one-out: learned on 4 tables, evaluated on the fifth (target: top 5 for each).
 
+With --held-out (no target in the issue): the policy learned on all five tables, played on
+scenarios whose tables no learner choice was made on (the "up" between two of the five).
+With --finetune: transfer with some learning, a few episodes from another scenario's policy
+(`learn --init`) against as many from scratch.
+
 Seed 0 is the headline (what `hetune adapt learn --seed 0` gives); the other seeds show
 how much of it is luck of the seed. The last table is a bound that needs no learning:
 the best any single fixed sequence does, as its worst rank over a set of tables. When no
