@@ -4,7 +4,7 @@
     python bench/bench_adapt.py results/adapt --replicate results/adapt2 [--merge]    # and a rebuild from seed 100
     python bench/bench_adapt.py results/adapt2 --convnet3 results/adapt3    # and convnet3 tables of the same scenarios
     python bench/bench_adapt.py results/adapt4 --finetune --seeds 2    # transfer by fine-tuning: a few episodes
-    python bench/bench_adapt.py results/adapt4 --held-out results/adapt4/up235.csv results/adapt4/up300.csv
+    python bench/bench_adapt.py results/adapt4 --held-out results/adapt4/up{105,170,235,300}.csv
 
 1. learned from scratch on each table (20,000 episodes): greedy rank (target: top 3 on every one, < 60 s each);
 2. transfer: the policy of each table on the 4 others (target: top 10 on each);

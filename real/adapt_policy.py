@@ -1,20 +1,19 @@
 """``hetune adapt learn`` / ``evaluate``: a REINFORCE policy that decides where to deepen a model.
 
-State = features of the model's structure and of the time left, never names:
-for each deepenable block (layers in it, log2 width, log10 parameters), for the
-whole model (conv / linear / batch-norm / other layer counts, depth, log10
-parameters), the age of each block's newest layer (so two orders of the same
-deepenings differ), the fraction of the budget left, its logarithm and a half
-period of sine and cosine of it, and the decision index. A policy learned on four
-scenarios meets a fifth whose times left lie outside theirs (the earliest and the
-latest "up"), so the time features are mostly monotonic: the second harmonics
-used before turn back there. On the five tables built with the weights' moving
-average (results/adapt4), leaving one out ranked early 1st for seeds 0-2 with
-these, 1st, 5th and 6th with the harmonics; top 5 in 3, 2 and 2 of the five
-scenarios, against 2, 2 and 1. Dropping the sinusoids too did as well there,
-but ranked 4th from scratch on a convnet3 table. Layers of a kind never seen
-before only change the counts, so nothing breaks on unseen layers. Structures come from real models built and
-deepened with ``real.net2net``.
+State = features of the model's structure and of the time left, never names: for each
+deepenable block (layers in it, log2 width, log10 parameters), for the whole model (conv
+/ linear / batch-norm / other layer counts, depth, log10 parameters), the age of each
+block's newest layer (so two orders of the same deepenings differ), the fraction of the
+budget left, its logarithm and a half period of sine and cosine of it, and the decision
+index. A policy learned on four scenarios meets a fifth whose times left lie outside
+theirs (the earliest and the latest "up"), so the time features are mostly monotonic:
+the second harmonics used before turn back there. On the five tables built with the
+weights' moving average (results/adapt4, when middle and late had 6 repeats), leaving
+one out ranked early 1st for seeds 0-2 with these, 1st, 5th and 6th with the harmonics;
+top 5 in 3, 2 and 2 of the five scenarios, against 2, 2 and 1. Dropping the sinusoids
+too did as well there, but ranked 4th from scratch on a convnet3 table. Layers of a kind
+never seen before only change the counts, so nothing breaks on unseen layers. Structures
+come from real models built and deepened with ``real.net2net``.
 
 Learning: batched REINFORCE over the table(s), reward = the sequence's accuracy
 standardised per table, a per-state moving-average baseline, a softmax temperature

@@ -143,8 +143,6 @@ def test_sim_never_imports_torch_or_ray():
 
 
 def test_atomic_writes_get_the_mode_a_plain_open_would(tmp_path):
-    import os
-
     from sim.tomlfile import atomic_write_text
 
     plain = tmp_path / "plain.txt"
