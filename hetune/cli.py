@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 from pathlib import Path
@@ -192,11 +193,12 @@ def cmd_curves(args: argparse.Namespace) -> int:
 def cmd_adapt_build(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from real.adapt_table import build_table, load_scenario
+    from real.adapt_table import build_table, load_scenario, read_clock
 
     if args.repeats < 1:
         raise ConfigError("--repeats", "", f"must be >= 1, got {args.repeats}")
     scenario = load_scenario(args.experiment, args.overrides)
+    clock = read_clock(scenario, args.clock) if args.clock else None
     bar = tqdm(total=64 * args.repeats, unit="seq", file=sys.stderr, disable=args.quiet, desc=scenario.name)
 
     def progress(done: int, total: int) -> None:
@@ -205,10 +207,26 @@ def cmd_adapt_build(args: argparse.Namespace) -> int:
         bar.refresh()
 
     rows = build_table(scenario, Path(args.out), repeats=args.repeats, seed=args.seed, progress=progress,
-                       resume=args.resume)
+                       resume=args.resume, clock=clock)
     bar.close()
     best = max(rows, key=lambda r: r["acc"])
     print(f"{scenario.name}: 64 sequences, best {best['a1']}{best['a2']}{best['a3']} acc {best['acc']:.3f} -> {args.out}")
+    return 0
+
+
+def cmd_adapt_clock(args: argparse.Namespace) -> int:
+    from real.adapt_table import load_scenario, measure_clock
+    from real.net2net import SMALL_MODELS
+    from sim.tomlfile import atomic_write_json
+
+    if args.rounds < 1:
+        raise ConfigError("--rounds", "", f"must be >= 1, got {args.rounds}")
+    scenario = load_scenario(args.experiment, args.overrides)
+    cost = measure_clock(scenario, rounds=args.rounds)
+    atomic_write_json(Path(args.out), cost.to_json())
+    epoch, ev = cost.measured(SMALL_MODELS[scenario.model]()) or (math.nan, math.nan)
+    print(f"{scenario.model}: {len(cost.to_json()['costs'])} structures timed over {args.rounds} rounds; "
+          f"the base model {epoch:.4f} s per epoch, {ev:.4f} s per evaluation (measured) -> {args.out}")
     return 0
 
 
@@ -348,9 +366,18 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--seed", type=int, default=0)
     q.add_argument("--resume", action="store_true",
                    help="keep the repeats already in --out and add repeats up to --repeats (same clock)")
+    q.add_argument("--clock", default="",
+                   help="cost model from `hetune adapt clock` (or another table's .cost.json) instead of "
+                        "measuring one: scenarios built on one clock differ by the scenario alone")
     q.add_argument("--quiet", action="store_true")
     _add_common(q)
     q.set_defaults(fn=cmd_adapt_build)
+    q = asub.add_parser("clock", help="measure what an epoch and an evaluation of each reachable model cost")
+    q.add_argument("experiment", help="a scenario file (its model and work per step, epoch and evaluation)")
+    q.add_argument("--out", required=True, help="JSON to write, for build-table --clock")
+    q.add_argument("--rounds", type=int, default=40, help="interleaved timed rounds; the fastest counts")
+    _add_common(q)
+    q.set_defaults(fn=cmd_adapt_clock)
     q = asub.add_parser("learn", help="REINFORCE on one or more tables")
     q.add_argument("tables", nargs="+")
     q.add_argument("--episodes", type=int, default=20_000)

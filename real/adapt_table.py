@@ -158,6 +158,8 @@ def load_scenario(path: str | Path, overrides: list[str] | None = None) -> Scena
 
 
 EVAL_BATCH = 256  # test images per forward pass when evaluating
+# the scenario fields an epoch's and an evaluation's measured cost depends on (see EpochCost.conditions)
+CLOCK_FIELDS = ("model", "image_size", "batch_size", "epoch_samples", "test_samples")
 StructureKey = tuple[tuple[Any, ...], ...]
 
 
@@ -228,9 +230,46 @@ class EpochCost:
         for key, (step, ev) in best.items():
             self._cache[key] = (steps * step, ev_scale * ev)
 
+    def conditions(self) -> dict[str, Any]:
+        """What the costs depend on: the model and the work per step, epoch and evaluation.
+
+        Scenarios that agree on these (the five of the issue differ only in the "up" time) can
+        share one clock (``load_clock``), so their tables differ by the scenario alone and not by
+        the load on the host while each was measured.
+        """
+        return {k: getattr(self.s, k) for k in CLOCK_FIELDS}
+
+    def measured(self, model: torch.nn.Module) -> tuple[float, float] | None:
+        """(epoch seconds, evaluation seconds) of ``model`` if measured, without measuring it."""
+        return self._cache.get(structure_key(model))
+
     def to_json(self) -> dict[str, Any]:
         """The measured costs with the scenario they were measured for (``load`` checks it)."""
-        return {"scenario": repr(self.s), "costs": [[repr(k), e, v] for k, (e, v) in self._cache.items()]}
+        return {"scenario": repr(self.s), "clock": self.conditions(), "rounds": self.rounds,
+                "costs": [[repr(k), e, v] for k, (e, v) in self._cache.items()]}
+
+    def load_clock(self, data: dict[str, Any], source: str) -> None:
+        """Take a clock measured elsewhere (``hetune adapt clock``, or another table's cost file).
+
+        Refused, with what differs, when it was measured for another model or other work per
+        step, epoch or evaluation, or lacks a structure this scenario can reach.
+        """
+        theirs = data.get("clock")
+        if not isinstance(theirs, dict):
+            raise ConfigError(source, "clock", "has no measurement conditions: measure one with "
+                              "`hetune adapt clock` (cost files of tables built before it lack them)")
+        for k, v in self.conditions().items():
+            if theirs.get(k) != v:
+                raise ConfigError(source, f"clock.{k}", f"was measured for {theirs.get(k)!r}, this scenario has {v!r}")
+        try:
+            costs = {k: (float(e), float(v)) for k, e, v in data.get("costs", [])}
+        except (TypeError, ValueError):
+            raise ConfigError(source, "costs", "expected [structure, epoch seconds, evaluation seconds] rows") from None
+        for m in reachable_models(self.s):
+            key = structure_key(m)
+            if repr(key) not in costs:
+                raise ConfigError(source, "costs", "lacks a structure this scenario reaches")
+            self._cache[key] = costs[repr(key)]
 
     def load(self, data: dict[str, Any], source: str) -> None:
         """Take the costs of an earlier build (``to_json``), so added repeats run on the same clock."""
@@ -244,6 +283,38 @@ class EpochCost:
         for k, e, v in data["costs"]:
             if k in by_repr:
                 self._cache[by_repr[k]] = (float(e), float(v))
+
+
+def read_clock(s: Scenario, path: str | Path) -> EpochCost:
+    """The clock in ``path`` (``hetune adapt clock``'s file, or a table's cost file), checked against ``s``."""
+    import json
+    try:
+        data = json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise ConfigError(str(path), "", "no such clock file (write one with `hetune adapt clock`)") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(str(path), "", f"not a JSON clock file ({exc})") from None
+    if not isinstance(data, dict):
+        raise ConfigError(str(path), "", "not a clock file (expected a JSON object)")
+    cost = EpochCost(s)
+    cost.load_clock(data, str(path))
+    return cost
+
+
+def measure_clock(s: Scenario, rounds: int = 40, seed: int = 0) -> EpochCost:
+    """Measure the cost of every structure ``s`` can reach, once, for several scenarios to share.
+
+    Each table measuring its own clock lets the host's load while it was measured into the
+    table: on the five scenario tables built here so, one measurement made deepened models
+    10-25% dearer relative to the base model than the other four did. More rounds than a
+    table's own measurement, because the fastest round of each structure is what counts.
+    """
+    cost = EpochCost(s, rounds=rounds)
+    with tempfile.TemporaryDirectory(prefix="hetune-clock-") as tmp:
+        xtr, _, xte, _ = _data(s, seed, Path(tmp))
+    torch.set_num_threads(1)  # as build_table trains
+    cost.prime(reachable_models(s), xtr, xte[: s.test_samples])
+    return cost
 
 
 def reachable_models(s: Scenario) -> list[torch.nn.Module]:
@@ -342,7 +413,8 @@ def cost_path(out: Path) -> Path:
 
 
 def build_table(s: Scenario, out: Path, repeats: int = 1, seed: int = 0,
-                progress: Callable[[int, int], Any] | None = None, resume: bool = False) -> list[dict[str, Any]]:
+                progress: Callable[[int, int], Any] | None = None, resume: bool = False,
+                clock: EpochCost | None = None) -> list[dict[str, Any]]:
     """Train all 64 sequences ``repeats`` times and write the CSV atomically (after every repeat).
 
     Args:
@@ -353,11 +425,15 @@ def build_table(s: Scenario, out: Path, repeats: int = 1, seed: int = 0,
         progress: called with (done, total).
         resume: keep the repeats already in ``out`` (built with the same scenario and seed) and
             add repeats up to ``repeats``, on the clock measured then.
+        clock: a cost model measured beforehand (``measure_clock``, ``EpochCost.load_clock``), shared
+            with other scenarios; None measures one for this table.
     """
     torch.set_num_threads(1)
     sums: dict[tuple[int, int, int], np.ndarray] = {seq: np.zeros(5) for seq in SEQUENCES}
     accs: dict[tuple[int, int, int], list[float]] = {seq: [] for seq in SEQUENCES}
-    cost = EpochCost(s)  # one cost model for every repeat, so all repeats share one clock
+    if clock is not None and resume:
+        raise ConfigError("--clock", "", "a resumed table keeps the clock it was built on: leave out --clock")
+    cost = clock or EpochCost(s)  # one cost model for every repeat, so all repeats share one clock
     first = _resume(s, out, seed, sums, accs, cost) if resume else 0
     if first >= repeats:
         raise ConfigError(str(out), "repeats", f"already has {first} repeats; ask for more with --repeats")
@@ -368,7 +444,8 @@ def build_table(s: Scenario, out: Path, repeats: int = 1, seed: int = 0,
         with tempfile.TemporaryDirectory(prefix="hetune-adapt-") as tmp:  # synthetic data, read into memory
             data = _data(s, seed + r, Path(tmp))
         if r == first and not resume:
-            cost.prime(reachable_models(s), data[0], data[2][: s.test_samples])
+            if clock is None:
+                cost.prime(reachable_models(s), data[0], data[2][: s.test_samples])
             atomic_write_json(cost_path(out), dict(cost.to_json(), seed=seed))
         base = SMALL_MODELS[s.model]()
         base_opt = torch.optim.Adam(base.parameters(), lr=s.lr)

@@ -167,6 +167,52 @@ def test_build_table_trains_every_sequence_and_resumes(tmp_path, capsys):
     assert read_table(out).rows[(3, 3, 3)].acc >= 0 and len(next(csv.DictReader(out.open()))["acc_runs"].split()) == 3
 
 
+TINY = ('[adapt]\nname = "tiny"\nmodel = "convnet2"\nbudget_s = 120.0\n'
+        'changes = [{time = 30.0, change = "up"}]\ntime_scale = 1000.0\nepoch_samples = 32\n'
+        'test_samples = 32\nfinal_test_samples = 64\nbatch_size = 32\nimage_size = 8\n')
+
+
+def test_scenarios_built_on_one_clock_differ_by_the_scenario_alone(tmp_path, capsys, monkeypatch):
+    from real.adapt_table import EpochCost
+
+    early, late = tmp_path / "early.toml", tmp_path / "late.toml"
+    early.write_text(TINY)
+    late.write_text(TINY.replace("time = 30.0", "time = 60.0"))
+    clock = tmp_path / "clock.json"
+    assert main(["adapt", "clock", str(early), "--out", str(clock), "--rounds", "1"]) == 0
+    assert "20 structures timed" in capsys.readouterr().out
+
+    def no_timing(*a, **k):
+        raise AssertionError("a table built on a given clock must not time anything")
+    monkeypatch.setattr(EpochCost, "prime", no_timing)
+    for scen in (early, late):
+        assert main(["adapt", "build-table", str(scen), "--out", str(tmp_path / f"{scen.stem}.csv"),
+                     "--clock", str(clock), "--quiet"]) == 0
+        # the table's own cost file holds the clock, so --resume adds repeats on it
+        assert json.loads((tmp_path / f"{scen.stem}.cost.json").read_text())["costs"] == \
+            json.loads(clock.read_text())["costs"]
+    a, b = read_table(tmp_path / "early.csv"), read_table(tmp_path / "late.csv")
+    assert a.rows[(3, 3, 3)].times_left[0] > b.rows[(3, 3, 3)].times_left[0]
+    for seq in a.rows:  # after the up, an epoch of one structure costs the same in both scenarios
+        ta, tb = a.rows[seq].times_left, b.rows[seq].times_left
+        if tb[1] > 0:
+            assert abs((ta[0] - ta[1]) - (tb[0] - tb[1])) < 3e-3  # the CSV rounds to 1 ms
+    # a clock measured for other work per step, a missing or unreadable file, or --clock with
+    # --resume: refused in one line, and no table is written
+    capsys.readouterr()
+    out = tmp_path / "other.csv"
+    for extra, needle in [(["--clock", str(clock), "--set", "adapt.batch_size=16"],
+                           "clock.batch_size: was measured for 32, this scenario has 16"),
+                          (["--clock", str(tmp_path / "none.json")], "no such clock file"),
+                          (["--clock", str(early)], "not a JSON clock file"),
+                          (["--clock", str(clock), "--resume"], "keeps the clock it was built on")]:
+        assert main(["adapt", "build-table", str(early), "--out", str(out), "--quiet"] + extra) == 2
+        err = capsys.readouterr().err
+        assert needle in err and len(err.strip().splitlines()) == 1
+        assert not out.exists() and not out.with_suffix(".cost.json").exists()
+    assert main(["adapt", "clock", str(early), "--out", str(clock), "--rounds", "0"]) == 2
+
+
 @pytest.mark.parametrize("ema_decay", [0.0, 0.5])
 def test_sequences_sharing_a_prefix_get_what_each_trained_alone_gets(ema_decay):
     import copy
