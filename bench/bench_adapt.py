@@ -5,6 +5,7 @@
     python bench/bench_adapt.py results/adapt2 --convnet3 results/adapt3    # and convnet3 tables of the same scenarios
     python bench/bench_adapt.py results/adapt4 --finetune --seeds 2    # transfer by fine-tuning: a few episodes
     python bench/bench_adapt.py results/adapt4 --held-out results/adapt4/up{105,170,235,300}.csv
+    python bench/bench_adapt.py results/adapt5 --first 4    # the tables built on one clock, first 4 repeats
 
 1. learned from scratch on each table (20,000 episodes): greedy rank (target: top 3 on every one, < 60 s each);
 2. transfer: the policy of each table on the 4 others (target: top 10 on each);
@@ -36,6 +37,7 @@ from __future__ import annotations
 import argparse
 import functools
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -109,6 +111,28 @@ def repeat_agreement(path: Path) -> str:
     ranks = pd.DataFrame(runs).rank()
     r = float(ranks.corr().to_numpy()[np.triu_indices(n, 1)].mean())  # over the pairs of repeats
     return f"repeats agree {r:.2f}, the mean of {n} {n * r / (1 + (n - 1) * r):.2f}"
+
+
+def first_repeats(folder: Path, k: int, into: Path) -> Path:
+    """Copies of ``folder``'s five tables averaged over their first ``k`` repeats only, written into ``into``.
+
+    Two builds from the same seed share their repeats' data and batch orders, so comparing them
+    at equal repeats isolates what else changed (the clock, for results/adapt4 and adapt5).
+    """
+    import numpy as np
+    import pandas as pd
+    for n in NAMES:
+        df = pd.read_csv(folder / f"{n}.csv")
+        runs = repeat_runs(df)
+        if runs is None or runs.shape[1] < k:
+            sys.exit(f"{folder / n}.csv: fewer than {k} repeats in acc_runs")
+        runs = runs[:, :k]
+        df["acc"] = runs.mean(axis=1).round(5)
+        df["acc_se"] = (runs.std(axis=1, ddof=1) / np.sqrt(k)).round(5) if k > 1 else np.nan
+        df["acc_runs"] = [" ".join(f"{a:.5f}" for a in r) for r in runs]
+        df["repeats"] = k
+        df.to_csv(into / f"{n}.csv", index=False)
+    return into
 
 
 def lookup_transfer(source: Table, targets: list[Table]) -> int:
@@ -261,10 +285,15 @@ def main() -> None:
     ap.add_argument("--held-out", nargs="+", default=[],
                     help="tables of other scenarios (e.g. results/adapt4/up235.csv): only the held-out table, "
                          "the policy learned on the five played there")
+    ap.add_argument("--first", type=int, default=0,
+                    help="use only each table's first K repeats (from acc_runs): compare builds at equal repeats")
     ap.add_argument("--finetune", action="store_true",
                     help="only the fine-tuning table: a few episodes from another scenario's policy vs from scratch")
     args = ap.parse_args()
     folder = Path(args.folder)
+    if args.first:
+        folder = first_repeats(folder, args.first, Path(tempfile.mkdtemp(prefix="bench-adapt-")))
+        print(f"{args.folder}, the first {args.first} repeats of each table:\n")
     tables = {n: read_table(folder / f"{n}.csv") for n in NAMES}
     if args.replicate:
         second = {n: read_table(Path(args.replicate) / f"{n}.csv") for n in NAMES}

@@ -270,6 +270,7 @@ class EpochCost:
             if repr(key) not in costs:
                 raise ConfigError(source, "costs", "lacks a structure this scenario reaches")
             self._cache[key] = costs[repr(key)]
+        self.rounds = int(data.get("rounds", self.rounds))  # recorded with the costs they gave
 
     def load(self, data: dict[str, Any], source: str) -> None:
         """Take the costs of an earlier build (``to_json``), so added repeats run on the same clock."""
@@ -305,9 +306,10 @@ def measure_clock(s: Scenario, rounds: int = 40, seed: int = 0) -> EpochCost:
     """Measure the cost of every structure ``s`` can reach, once, for several scenarios to share.
 
     Each table measuring its own clock lets the host's load while it was measured into the
-    table: on the five scenario tables built here so, one measurement made deepened models
-    10-25% dearer relative to the base model than the other four did. More rounds than a
-    table's own measurement, because the fastest round of each structure is what counts.
+    table: of the five scenario tables built here so, one (late) measured the base model's epoch
+    13% dearer than a clock measured on a quiet host, and deepened models up to a third dearer
+    still relative to it. More rounds than a table's own measurement, because the fastest round of
+    each structure is what counts.
     """
     cost = EpochCost(s, rounds=rounds)
     with tempfile.TemporaryDirectory(prefix="hetune-clock-") as tmp:
