@@ -6,6 +6,7 @@
     python bench/bench_adapt.py results/adapt4 --finetune --seeds 2    # transfer by fine-tuning: a few episodes
     python bench/bench_adapt.py results/adapt4 --held-out results/adapt4/up{105,170,235,300}.csv
     python bench/bench_adapt.py results/adapt5 --first 4    # the tables built on one clock, first 4 repeats
+    python bench/bench_adapt.py --clocks results/adapt5/clock.json results/adapt4/*.cost.json    # clocks compared
 
 1. learned from scratch on each table (20,000 episodes): greedy rank (target: top 3 on every one, < 60 s each);
 2. transfer: the policy of each table on the 4 others (target: top 10 on each);
@@ -111,6 +112,31 @@ def repeat_agreement(path: Path) -> str:
     ranks = pd.DataFrame(runs).rank()
     r = float(ranks.corr().to_numpy()[np.triu_indices(n, 1)].mean())  # over the pairs of repeats
     return f"repeats agree {r:.2f}, the mean of {n} {n * r / (1 + (n - 1) * r):.2f}"
+
+
+def clocks(paths: list[Path]) -> None:
+    """How each cost file's measured costs differ from the first file's (a shared clock).
+
+    Prints the base model's epoch cost and, per file, how much dearer than on the first clock
+    the deepened structures' epochs are relative to the base model's: what decides whether a
+    deepening pays for its time.
+    """
+    import json
+
+    import numpy as np
+
+    def costs(p: Path) -> dict[str, tuple[float, float]]:
+        return {k: (e, v) for k, e, v in json.loads(p.read_text())["costs"]}
+    ref = costs(paths[0])
+    base = min(ref, key=len)  # the base model has the fewest parameters, so the shortest structure
+    print(f"| cost file | base epoch (s, measured) | vs {paths[0]} | deepened epochs relative to the base, "
+          "vs that clock: median | max |")
+    print("|---|---:|---:|---:|---:|")
+    for p in paths:
+        c = costs(p)
+        rel = np.array([(c[k][0] / c[base][0]) / (ref[k][0] / ref[base][0]) - 1 for k in ref if k != base and k in c])
+        print(f"| {p} | {c[base][0]:.4f} | {c[base][0] / ref[base][0] - 1:+.0%} | {np.median(rel):+.0%} "
+              f"| {rel[np.abs(rel).argmax()]:+.0%} |")
 
 
 def first_repeats(folder: Path, k: int, into: Path) -> Path:
@@ -285,11 +311,16 @@ def main() -> None:
     ap.add_argument("--held-out", nargs="+", default=[],
                     help="tables of other scenarios (e.g. results/adapt4/up235.csv): only the held-out table, "
                          "the policy learned on the five played there")
+    ap.add_argument("--clocks", nargs="+", default=[],
+                    help="cost files (a clock from `hetune adapt clock` first): how far each one's costs are from it")
     ap.add_argument("--first", type=int, default=0,
                     help="use only each table's first K repeats (from acc_runs): compare builds at equal repeats")
     ap.add_argument("--finetune", action="store_true",
                     help="only the fine-tuning table: a few episodes from another scenario's policy vs from scratch")
     args = ap.parse_args()
+    if args.clocks:
+        clocks([Path(p) for p in args.clocks])
+        return
     folder = Path(args.folder)
     if args.first:
         folder = first_repeats(folder, args.first, Path(tempfile.mkdtemp(prefix="bench-adapt-")))
