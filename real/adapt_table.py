@@ -4,9 +4,11 @@ A job (model, data, time budget) starts at ``start_offset_s`` and trains epoch b
 epoch; the scheduler's resource changes alter how much budget an epoch costs:
 before an "up" the job has fewer GPUs, emulated by charging ``slow_factor`` x
 the measured time of an epoch. Time spent evaluating counts against the
-budget. Time is virtual: measured seconds x ``time_scale`` (so a scaled-down
+budget. Time is virtual: measured seconds x a scale (so a scaled-down
 scenario runs in minutes on a CPU while keeping the shape of the original
-400-s budget).
+400-s budget). The scale is ``base_epoch_s`` / the base model's measured epoch
+when the scenario sets ``base_epoch_s``, so it holds as many epochs on a fast
+host as on a slow one; else it is ``time_scale``.
 
 What an epoch and an evaluation cost is measured once per model structure
 (``EpochCost``: the fastest of interleaved timed rounds, times the steps per
@@ -68,7 +70,7 @@ class Scenario:
         start_offset_s: when the job starts, virtual seconds.
         changes: resource changes; the first "up" starts the decisions.
         slow_factor: cost multiplier of an epoch before the "up" (and after a "down").
-        time_scale: virtual seconds per measured second.
+        time_scale: virtual seconds per measured second (when ``base_epoch_s`` is 0).
         epoch_samples: training images per epoch.
         test_samples: test images per evaluation during training (charged to the budget).
         final_test_samples: test images the final accuracy is measured on, not charged (0 = the
@@ -87,6 +89,11 @@ class Scenario:
         signal: class signal of the synthetic data (smaller is harder).
         image_size: side of the images the model sees, pixels (32, 16 or 8); smaller images are
             CIFAR's average-pooled down, which makes a CPU-sized scenario 4x (16) cheaper per epoch.
+        base_epoch_s: virtual seconds one training epoch of the base model costs on the fast device
+            (after the up); every measured cost is scaled by base_epoch_s / the base epoch's measured
+            seconds, so only the structures' relative costs come from the host. 0 = measured seconds x
+            ``time_scale``: then a host twice as fast fits twice the epochs in the budget, and the
+            table is another scenario (here it made deepening three times the best on all five).
     """
 
     name: str
@@ -106,6 +113,7 @@ class Scenario:
     data_dir: str = ""
     signal: float = 0.12
     image_size: int = 32
+    base_epoch_s: float = 0.0
 
     def check(self) -> Iterator[tuple[str, str]]:
         if self.budget_s <= 0:
@@ -124,6 +132,8 @@ class Scenario:
                 yield k, f"must be >= 1, got {getattr(self, k)}"
         if not 0.0 <= self.ema_decay < 1.0:
             yield "ema_decay", f"must be in [0, 1), got {self.ema_decay}"
+        if self.base_epoch_s < 0:
+            yield "base_epoch_s", f"must be >= 0 (0 = measured seconds x time_scale), got {self.base_epoch_s}"
         if self.final_test_samples < 0:
             yield "final_test_samples", f"must be >= 0, got {self.final_test_samples}"
 
@@ -275,9 +285,11 @@ class EpochCost:
     def load(self, data: dict[str, Any], source: str) -> None:
         """Take the costs of an earlier build (``to_json``), so added repeats run on the same clock."""
         now = repr(self.s)
-        # a build from before ema_decay existed scored the last weights: the same as ema_decay = 0
-        older = now.replace("ema_decay=0.0, ", "") if self.s.ema_decay == 0.0 else now
-        if data.get("scenario") not in (now, older):
+        # a build from before ema_decay existed scored the last weights: the same as ema_decay = 0;
+        # one from before base_epoch_s existed charged measured seconds x time_scale: base_epoch_s = 0
+        older = now.replace(", base_epoch_s=0.0)", ")") if self.s.base_epoch_s == 0.0 else now
+        oldest = older.replace("ema_decay=0.0, ", "") if self.s.ema_decay == 0.0 else older
+        if data.get("scenario") not in (now, older, oldest):
             raise ConfigError(source, "scenario", "was measured for another scenario than this one "
                               "(the scenario file or --set changed): build the table afresh without --resume")
         by_repr = {repr(structure_key(m)): structure_key(m) for m in reachable_models(self.s)}
@@ -344,6 +356,7 @@ class Job:
         self.clock = scenario.start_offset_s
         self.epoch = 0
         self.cost = cost or EpochCost(scenario)
+        self._scale = 0.0
 
     @property
     def end(self) -> float:
@@ -363,7 +376,17 @@ class Job:
         return AveragedModel(model, multi_avg_fn=get_ema_multi_avg_fn(self.s.ema_decay), use_buffers=True)
 
     def _charge(self, seconds: float) -> None:
-        self.clock += seconds * self.s.time_scale * self.s.factor_at(self.clock)
+        self.clock += seconds * self.scale * self.s.factor_at(self.clock)
+
+    @property
+    def scale(self) -> float:
+        """Virtual seconds per measured second: ``base_epoch_s`` / the base model's measured epoch, else
+        ``time_scale``."""
+        if self.s.base_epoch_s <= 0:
+            return self.s.time_scale
+        if not self._scale:  # the base model's cost never changes once measured (or loaded)
+            self._scale = self.s.base_epoch_s / self.cost(SMALL_MODELS[self.s.model](), self.xtr, self.xte)[0]
+        return self._scale
 
     def train_epoch(self, model: torch.nn.Module, opt: torch.optim.Optimizer,
                     ema: AveragedModel | None = None) -> None:

@@ -158,13 +158,18 @@ def test_build_table_trains_every_sequence_and_resumes(tmp_path, capsys):
         assert out.read_bytes() == before
     assert main(["adapt", "build-table", str(scen), "--out", str(tmp_path / "none.csv"), "--resume"]) == 2
     assert "nothing to resume" in capsys.readouterr().err
-    # a table built before scenarios had ema_decay (it scored the last weights) resumes as ema_decay = 0
+    # a table built before scenarios had base_epoch_s (it charged measured seconds x time_scale)
+    # resumes as base_epoch_s = 0; one from before ema_decay too (it scored the last weights) as ema_decay = 0
     cost = out.with_suffix(".cost.json")
     saved = json.loads(cost.read_text())
-    assert "ema_decay=0.0, " in saved["scenario"]
-    cost.write_text(json.dumps(dict(saved, scenario=saved["scenario"].replace("ema_decay=0.0, ", ""))))
-    assert main(["adapt", "build-table", str(scen), "--out", str(out), "--quiet", "--repeats", "3", "--resume"]) == 0
-    assert read_table(out).rows[(3, 3, 3)].acc >= 0 and len(next(csv.DictReader(out.open()))["acc_runs"].split()) == 3
+    assert "ema_decay=0.0, " in saved["scenario"] and ", base_epoch_s=0.0)" in saved["scenario"]
+    before_base = saved["scenario"].replace(", base_epoch_s=0.0)", ")")
+    for repeats, scenario in [("3", before_base), ("4", before_base.replace("ema_decay=0.0, ", ""))]:
+        cost.write_text(json.dumps(dict(saved, scenario=scenario)))
+        assert main(["adapt", "build-table", str(scen), "--out", str(out), "--quiet", "--repeats", repeats,
+                     "--resume"]) == 0
+        assert len(next(csv.DictReader(out.open()))["acc_runs"].split()) == int(repeats)
+    assert read_table(out).rows[(3, 3, 3)].acc >= 0
 
 
 TINY = ('[adapt]\nname = "tiny"\nmodel = "convnet2"\nbudget_s = 120.0\n'
@@ -211,6 +216,35 @@ def test_scenarios_built_on_one_clock_differ_by_the_scenario_alone(tmp_path, cap
         assert needle in err and len(err.strip().splitlines()) == 1
         assert not out.exists() and not out.with_suffix(".cost.json").exists()
     assert main(["adapt", "clock", str(early), "--out", str(clock), "--rounds", "0"]) == 2
+
+
+def test_base_epoch_s_makes_a_table_the_same_on_a_host_twice_as_slow(tmp_path, capsys):
+    scen = tmp_path / "tiny.toml"
+    scen.write_text(TINY + "base_epoch_s = 10.0\n")
+    fast, slow = tmp_path / "fast.json", tmp_path / "slow.json"
+    assert main(["adapt", "clock", str(scen), "--out", str(fast), "--rounds", "1"]) == 0
+    clock = json.loads(fast.read_text())
+    slow.write_text(json.dumps(dict(clock, costs=[[k, 2 * e, 2 * v] for k, e, v in clock["costs"]])))
+    tables = {}
+    for name, path, extra in [("fast", fast, []), ("slow", slow, []),
+                              ("slow, time_scale", slow, ["--set", "adapt.base_epoch_s=0"])]:
+        out = tmp_path / f"{name.replace(', ', '-')}.csv"
+        assert main(["adapt", "build-table", str(scen), "--out", str(out), "--clock", str(path), "--quiet"] + extra) == 0
+        tables[name] = read_table(out)
+    fast_t, slow_t = tables["fast"], tables["slow"]
+    for seq in fast_t.rows:  # the same epochs fit, so the same training: equal times and accuracy
+        assert fast_t.rows[seq].times_left == pytest.approx(slow_t.rows[seq].times_left, abs=2e-3)
+        assert fast_t.rows[seq].acc == slow_t.rows[seq].acc
+    nothing = fast_t.rows[(3, 3, 3)].times_left
+    assert nothing[0] - nothing[1] >= 10.0  # one base epoch (10 s) and an evaluation after the up
+    # without base_epoch_s, measured seconds x time_scale: the slower host's epochs cost twice the budget
+    scaled = tables["slow, time_scale"].rows[(3, 3, 3)].times_left
+    assert scaled[0] - scaled[1] == pytest.approx(2 * 1000.0 * sum(clock["costs"][0][1:]), rel=0.01)
+    capsys.readouterr()
+    assert main(["adapt", "build-table", str(scen), "--out", str(tmp_path / "bad.csv"), "--clock", str(fast),
+                 "--set", "adapt.base_epoch_s=-1", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "base_epoch_s" in err and len(err.strip().splitlines()) == 1 and not (tmp_path / "bad.csv").exists()
 
 
 @pytest.mark.parametrize("ema_decay", [0.0, 0.5])
