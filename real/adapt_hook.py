@@ -52,10 +52,8 @@ class PolicyHook:
             model = SMALL_MODELS[self.model]()
             base = count_parameters(model)
             actions = []
-            for _ in range(3):
-                # one time left for all three decisions (the simulator does not model the epochs
-                # between them): after "do nothing" the state repeats, and so does the answer
-                x = torch.tensor([state_features(model, time_left_fraction, 1.0, actions)])
+            for step in range(3):
+                x = torch.tensor([state_features(model, time_left_fraction, 1.0, step, actions)])
                 a = int(self.policy(x).argmax(1)[0])
                 deepen(model, a)
                 actions.append(a)

@@ -4,8 +4,8 @@ State = features of the model's structure and of the time left, never names: for
 deepenable block (layers in it, log2 width, log10 parameters), for the whole model (conv
 / linear / batch-norm / other layer counts, depth, log10 parameters), the age of each
 block's newest layer (so two orders of the same deepenings differ), the fraction of the
-budget left, its logarithm and a half period of sine and cosine of it; not the decision
-index (see ``state_features``). A policy learned on four scenarios meets a fifth whose times left lie outside
+budget left, its logarithm and a half period of sine and cosine of it, and the decision
+index. A policy learned on four scenarios meets a fifth whose times left lie outside
 theirs (the earliest and the latest "up"), so the time features are mostly monotonic:
 the second harmonics used before turn back there. On the five tables built with the
 weights' moving average (results/adapt4, when middle and late had 6 repeats), leaving
@@ -13,7 +13,12 @@ one out ranked early 1st for seeds 0-2 with these, 1st, 5th and 6th with the har
 top 5 in 3, 2 and 2 of the five scenarios, against 2, 2 and 1. Dropping the sinusoids
 too did as well there, but ranked 4th from scratch on a convnet3 table. Layers of a kind
 never seen before only change the counts, so nothing breaks on unseen layers. Structures
-come from real models built and deepened with ``real.net2net``.
+come from real models built and deepened with ``real.net2net``. Dropping the decision
+index (so the policy must share what it learns about the time left across the decisions)
+was tried on the base_epoch_s tables (results/adapt5, seeds 0-4) and not kept: at 4
+repeats it ranked top 5 left out on all five scenarios, at 8 repeats it did no better
+than with the index (top 5 on 2-4 of the five, against 2-3), and from scratch it ranked
+late's table 5th for 2 of 5 seeds, against 2nd for every seed with the index.
 
 Learning: batched REINFORCE over the table(s), reward = the sequence's accuracy
 standardised per table, a per-state moving-average baseline, a softmax temperature
@@ -42,7 +47,7 @@ from real.net2net import NOTHING, SMALL_MODELS, SmallCNN, deepened, prefixes
 from sim.errors import ConfigError
 from sim.tomlfile import atomic_write_json
 
-FEATURES = 24
+FEATURES = 27
 NO_ADAPTATION = (NOTHING, NOTHING, NOTHING)
 
 
@@ -85,29 +90,24 @@ def layer_age_features(history: tuple[int, ...] | list[int]) -> list[float]:
     return ages
 
 
-def state_features(model: nn.Module, time_left: float, total: float,
+def state_features(model: nn.Module, time_left: float, total: float, step: int,
                    history: tuple[int, ...] | list[int] = ()) -> list[float]:
-    """The full state: structure (16), layer ages (3), time left (4), bias (1).
-
-    No decision index: which decision this is shows in the time left, the structure and the
-    layer ages, and without it the policy has to share what it learns about the time left
-    across the three decisions (a table's decisions lie an epoch apart), which is what carries
-    it to a scenario whose "up" came earlier or later. On the five tables built with
-    base_epoch_s (results/adapt5, 4 repeats each), leaving one out ranked 5, 1, 1, 1 and 3 for
-    each of seeds 0-2 without it, against 5, 1, 1-11, 1-14 and 3-19 with a one-hot of the index.
+    """The full state: structure (16), layer ages (3), time left (4), decision one-hot (3), bias (1).
 
     Args:
         model: the model as it is now (deepened by ``history``).
         time_left: seconds left in the budget.
         total: the budget, seconds.
-        history: the actions taken at the earlier decisions (their number is the decision index).
+        step: the decision index (0, 1, 2).
+        history: the actions taken at the earlier decisions.
     """
     frac = max(0.0, min(1.0, time_left / total)) if total > 0 else 0.0
     # the log spreads out the small times left, where one epoch more or less matters most
     # (+ 0.05 keeps it finite, -3.0, when the budget is spent); a half period of sin/cos
     # adds curvature without turning back the way higher harmonics do
     time = [frac, math.log(frac + 0.05), math.sin(math.pi * frac), math.cos(math.pi * frac)]
-    return structure_features(model) + layer_age_features(history) + time + [1.0]
+    onehot = [1.0 if step == i else 0.0 for i in range(3)]
+    return structure_features(model) + layer_age_features(history) + time + onehot + [1.0]
 
 
 class Policy(nn.Module):
@@ -136,7 +136,7 @@ class TableStates:
             for prefix in prefixes(depth):
                 rows = [r for r in table.rows.values() if r.actions[:depth] == prefix]
                 t_left = float(np.mean([r.times_left[depth] for r in rows]))
-                feats.append(state_features(deepened(table.model, prefix), t_left, total, prefix))
+                feats.append(state_features(deepened(table.model, prefix), t_left, total, depth, prefix))
         self.x = torch.tensor(feats, dtype=torch.float32)  # rows: [root, a1 (4), a1*4+a2 (16)]
         acc = np.array([table.rows[s].acc for s in SEQUENCES])
         std = acc.std() or 1.0

@@ -398,19 +398,19 @@ def test_states_come_from_structure_so_unseen_layers_and_models_work(tmp_path):
     from real.net2net import SMALL_MODELS, deepen
 
     base = SMALL_MODELS["convnet2"]()
-    plain = state_features(base, 200.0, 400.0)
+    plain = state_features(base, 200.0, 400.0, 0)
     # a layer type no table was built with (no vocabulary to miss): only the counts move
     odd = SMALL_MODELS["convnet2"]()
     odd.g1.append(nn.Sequential(nn.Dropout(0.1), nn.GELU()))
-    seen = state_features(odd, 200.0, 400.0)
+    seen = state_features(odd, 200.0, 400.0, 0)
     assert len(seen) == len(plain) == FEATURES and all(map(math.isfinite, seen))
     assert seen != plain
-    deep = state_features(deepen(SMALL_MODELS["convnet2"](), 1), 200.0, 400.0)
+    deep = state_features(deepen(SMALL_MODELS["convnet2"](), 1), 200.0, 400.0, 0)
     assert deep != plain  # the block that grew is visible
-    res = state_features(torchvision.models.resnet18(num_classes=10), 200.0, 400.0)
+    res = state_features(torchvision.models.resnet18(num_classes=10), 200.0, 400.0, 0)
     assert len(res) == FEATURES and all(map(math.isfinite, res))
     # a policy learned on convnet2 tables plays on a convnet3 table: its states differ, nothing breaks
-    assert state_features(SMALL_MODELS["convnet3"](), 200.0, 400.0) != plain
+    assert state_features(SMALL_MODELS["convnet3"](), 200.0, 400.0, 0) != plain
     t2 = write_table(tmp_path / "c2.csv", best=(1, 2, 3))
     t3 = write_table(tmp_path / "c3.csv", best=(1, 2, 3), model="convnet3")
     assert main(["adapt", "learn", str(t2), "--episodes", "4000", "--out", str(tmp_path / "p")]) == 0
