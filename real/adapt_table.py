@@ -93,7 +93,7 @@ class Scenario:
             (after the up); every measured cost is scaled by base_epoch_s / the base epoch's measured
             seconds, so only the structures' relative costs come from the host. 0 = measured seconds x
             ``time_scale``: then a host twice as fast fits twice the epochs in the budget, and the
-            table is another scenario (here it made deepening three times the best on all five).
+            table is another scenario (on a host twice as fast, 111 became the best of all five).
     """
 
     name: str
