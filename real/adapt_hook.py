@@ -9,7 +9,9 @@ is taken as base step time x (deepened parameters / base parameters).
 Approximate: the policy was trained on small CNN tables, not on the
 experiment's model; parameters stand in for compute; and only the cost of
 deepening is modelled: the learning-curve surrogate has no notion of model
-capacity, so the accuracy benefit of a deeper model is not simulated.
+capacity, so the accuracy benefit of a deeper model is not simulated. All three
+decisions see the same time left: the epochs between them (about an epoch each in
+the tables) are not modelled.
 """
 
 from __future__ import annotations
