@@ -193,7 +193,9 @@ def cmd_curves(args: argparse.Namespace) -> int:
 def cmd_adapt_build(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from real.adapt_table import build_table, load_scenario, read_clock
+    from real.adapt_clock import read_clock
+    from real.adapt_scenario import load_scenario
+    from real.adapt_table import build_table
 
     if args.repeats < 1:
         raise ConfigError("--repeats", "", f"must be >= 1, got {args.repeats}")
@@ -215,7 +217,8 @@ def cmd_adapt_build(args: argparse.Namespace) -> int:
 
 
 def cmd_adapt_clock(args: argparse.Namespace) -> int:
-    from real.adapt_table import load_scenario, measure_clock
+    from real.adapt_clock import measure_clock
+    from real.adapt_scenario import load_scenario
     from real.net2net import SMALL_MODELS
     from sim.tomlfile import atomic_write_json
 

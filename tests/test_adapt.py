@@ -178,7 +178,7 @@ TINY = ('[adapt]\nname = "tiny"\nmodel = "convnet2"\nbudget_s = 120.0\n'
 
 
 def test_scenarios_built_on_one_clock_differ_by_the_scenario_alone(tmp_path, capsys, monkeypatch):
-    from real.adapt_table import EpochCost
+    from real.adapt_clock import EpochCost
 
     early, late = tmp_path / "early.toml", tmp_path / "late.toml"
     early.write_text(TINY)
@@ -254,7 +254,8 @@ def test_sequences_sharing_a_prefix_get_what_each_trained_alone_gets(ema_decay):
     import torch
 
     from real.adapt_csv import SEQUENCES
-    from real.adapt_table import Change, Job, Scenario, _last_acc, _play_sequences
+    from real.adapt_scenario import Change, Scenario
+    from real.adapt_table import Job, _last_acc, _play_sequences
     from real.net2net import convnet2, deepen
 
     s = Scenario(name="t", model="convnet2", budget_s=120.0, changes=(Change(30.0, "up"),), time_scale=1000.0,
@@ -299,7 +300,8 @@ def test_sequences_sharing_a_prefix_get_what_each_trained_alone_gets(ema_decay):
 def test_epoch_cost_is_measured_once_per_structure_and_tells_blocks_apart():
     import torch
 
-    from real.adapt_table import EpochCost, Scenario
+    from real.adapt_clock import EpochCost
+    from real.adapt_scenario import Scenario
     from real.net2net import convnet2, deepen
 
     cost = EpochCost(Scenario(name="c", model="convnet2", epoch_samples=64, batch_size=32), rounds=1)
@@ -420,7 +422,7 @@ def test_states_come_from_structure_so_unseen_layers_and_models_work(tmp_path):
 
 
 def test_shipped_scenarios_load():
-    from real.adapt_table import load_scenario
+    from real.adapt_scenario import load_scenario
 
     ups = {}
     for path in sorted((REPO / "configs/experiments").glob("adapt-convnet*.toml")):
