@@ -2,7 +2,7 @@
 
     python bench/bench_adapt.py results/adapt [--seeds 5]    # folder with early.csv ... late.csv
     python bench/bench_adapt.py results/adapt --replicate results/adapt2 [--merge]    # and a rebuild from seed 100
-    python bench/bench_adapt.py results/adapt2 --convnet3 results/adapt3    # and convnet3 tables of the same scenarios
+    python bench/bench_adapt.py results/adapt5 --convnet3 results/adapt6    # and convnet3 tables of the same scenarios
     python bench/bench_adapt.py results/adapt4 --finetune --seeds 2    # transfer by fine-tuning: a few episodes
     python bench/bench_adapt.py results/adapt4 --held-out results/adapt4/up{105,170,235,300}.csv
     python bench/bench_adapt.py results/adapt5 --first 4    # the tables built on one clock, first 4 repeats
@@ -52,7 +52,7 @@ NAMES = ["early", "early-middle", "middle", "middle-late", "late"]
 
 def best_fixed(tables: list[Table]) -> tuple[tuple[int, int, int], int]:
     """The sequence whose worst rank over ``tables`` is smallest, and that rank."""
-    return min(((seq, max(t.rank(seq) for t in tables)) for seq in SEQUENCES), key=lambda p: p[1])
+    return best_fixed_among(list(SEQUENCES), tables)
 
 
 def repeat_runs(df: "pd.DataFrame") -> "np.ndarray | None":
@@ -185,6 +185,27 @@ def neighbours_best(tables: dict[str, Table], name: str) -> str:
     i = NAMES.index(name)
     near = [NAMES[j] for j in (i - 1, i + 1) if 0 <= j < len(NAMES)]
     return ", ".join(f"{m}: {tables[name].rank(tables[m].best().actions)}" for m in near)
+
+
+def near_best_transfer(tables: dict[str, Table], folder: Path) -> None:
+    """For each source table, the sequences its repeats cannot tell from its best, replayed on the 4 others.
+
+    A policy that plays one sequence everywhere and is near-best on its source can do no better
+    than the best of these on transfer; when that is worse than 10th, meeting the transfer target
+    takes a policy that plays differently where the time left differs, which one table shows little of.
+    """
+    print("| source | sequences within noise of its best | the best of them on the other 4: sequence, worst rank |")
+    print("|---|---:|---|")
+    for n in NAMES:
+        near = indistinct(folder / f"{n}.csv")[0]
+        seq, worst = best_fixed_among(sorted(near), [tables[m] for m in NAMES if m != n])
+        print(f"| {n} | {len(near)} | {''.join(map(str, seq))}, {worst} |")
+
+
+def best_fixed_among(candidates: list[tuple[int, int, int]],
+                     tables: list[Table]) -> tuple[tuple[int, int, int], int]:
+    """Among ``candidates``, the sequence whose worst rank over ``tables`` is smallest, and that rank."""
+    return min(((seq, max(t.rank(seq) for t in tables)) for seq in candidates), key=lambda p: p[1])
 
 
 def repeats_of(path: Path) -> int:
@@ -393,6 +414,9 @@ def main() -> None:
         print(f"| all but {n} | {''.join(map(str, seq))} | {worst} |")
     seq, worst = best_fixed(list(tables.values()))
     print(f"| all 5 | {''.join(map(str, seq))} | {worst} |")
+    if not args.merge:
+        print()
+        near_best_transfer(tables, folder)
     print()
     folders = [folder] + ([Path(args.replicate)] if args.replicate else [])
     print("| table | " + " | ".join(f"sequences within 2 standard errors of the best, {f}" for f in folders) + " |")
