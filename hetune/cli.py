@@ -242,6 +242,8 @@ def cmd_adapt_learn(args: argparse.Namespace) -> int:
 
     if args.episodes < 1:
         raise ConfigError("--episodes", "", f"must be >= 1, got {args.episodes}")
+    if not args.clip >= 0:  # also refuses nan
+        raise ConfigError("--clip", "", f"must be >= 0 (0 = no clipping), got {args.clip}")
     out = Path(args.out)
     init, meta = None, {}
     if args.init:
@@ -251,10 +253,11 @@ def cmd_adapt_learn(args: argparse.Namespace) -> int:
         meta = {"init": args.init, "init_sha256": init_digest}
     tables = [read_table(t, args.model) for t in args.tables]
     t0 = time.perf_counter()
-    policy, history = learn(tables, episodes=args.episodes, seed=args.seed, init=init)
+    policy, history = learn(tables, episodes=args.episodes, seed=args.seed, init=init, clip=args.clip)
     seconds = time.perf_counter() - t0
     digest = save_policy(policy, out, {"tables": [str(t) for t in args.tables], "episodes": args.episodes,
-                                       "seed": args.seed, "seconds": round(seconds, 2), **meta})
+                                       "seed": args.seed, "clip": args.clip, "seconds": round(seconds, 2),
+                                       **meta})
     atomic_write_json(out / "history.json", history)
     for t in tables:
         seq = greedy(policy, t)
@@ -388,6 +391,8 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--model", default="", help="base model when a table has no model column")
     q.add_argument("--init", default="", help="policy folder to start from: fine-tune a policy learned on other "
                                               "scenarios on these tables (its folder is left as it is)")
+    q.add_argument("--clip", type=float, default=5.0,
+                   help="largest gradient norm of an update, 0 = no clipping (see real/adapt_policy.learn)")
     q.add_argument("--out", required=True, help="policy folder")
     q.set_defaults(fn=cmd_adapt_learn)
     q = asub.add_parser("evaluate", help="greedy play of a policy on tables")

@@ -83,6 +83,15 @@ def test_a_gradient_spike_does_not_lock_learning_onto_a_bad_sequence():
     assert max(t.rank(greedy(learn([t], seed=seed)[0], t)) for seed in range(5)) <= 3
 
 
+def test_clip_is_recorded_and_a_negative_one_refused(tmp_path, capsys):
+    t = write_table(tmp_path / "t.csv")
+    assert main(["adapt", "learn", str(t), "--clip", "-1", "--out", str(tmp_path / "bad")]) == 2
+    err = capsys.readouterr().err
+    assert "--clip" in err and "Traceback" not in err and not (tmp_path / "bad").exists()
+    assert main(["adapt", "learn", str(t), "--episodes", "320", "--clip", "0", "--out", str(tmp_path / "p")]) == 0
+    assert json.loads((tmp_path / "p" / "policy.json").read_text())["clip"] == 0.0
+
+
 def test_transfer_evaluation_loads_exactly_the_policy_given(tmp_path):
     ta = write_table(tmp_path / "a.csv", best=(0, 0, 0))
     tb = write_table(tmp_path / "b.csv", best=(2, 2, 2))
