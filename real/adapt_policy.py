@@ -19,6 +19,10 @@ was tried on the base_epoch_s tables (results/adapt5, seeds 0-4) and not kept: a
 repeats it ranked top 5 left out on all five scenarios, at 8 repeats it did no better
 than with the index (top 5 on 2-4 of the five, against 2-3), and from scratch it ranked
 late's table 5th for 2 of 5 seeds, against 2nd for every seed with the index.
+Averaging the action probabilities of 5 policies from different seeds was tried too
+(bench/bench_adapt.py --ensemble 5) and not kept: it took the seeds' majority but left
+leave-one-out at top 5 on 3-4 of the five (a middle-late ensemble 19th), for five times
+the learning time.
 
 Learning: batched REINFORCE over the table(s), reward = the sequence's accuracy
 standardised per table, a per-state moving-average baseline, a softmax temperature
