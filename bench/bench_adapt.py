@@ -43,10 +43,12 @@ import tempfile
 import time
 from pathlib import Path
 
+import torch
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from real.adapt_csv import SEQUENCES, Row, Table, read_table  # noqa: E402
-from real.adapt_policy import NO_ADAPTATION, Policy, TableStates, greedy, learn  # noqa: E402
+from real.adapt_policy import NO_ADAPTATION, Policy, greedy, learn  # noqa: E402
 
 NAMES = ["early", "early-middle", "middle", "middle-late", "late"]
 
@@ -167,25 +169,20 @@ def lookup_transfer(source: Table, targets: list[Table]) -> int:
     return max(t.rank(source.best().actions) for t in targets)
 
 
-def ensemble(tables: list[Table], seed: int, k: int) -> list[Policy]:
-    """K policies learned on ``tables`` from seeds seed*K ... seed*K+K-1 (k = 1: the policy of ``seed``)."""
-    return [learn(tables, episodes=20_000, seed=seed * k + j)[0] for j in range(k)]
+def ensemble(tables: list[Table], seed: int, k: int) -> AveragedPolicy:
+    """K policies learned on ``tables`` from seeds seed*K ... seed*K+K-1, averaged (k = 1: the policy of ``seed``)."""
+    return AveragedPolicy([learn(tables, episodes=20_000, seed=seed * k + j)[0] for j in range(k)])
 
 
-def greedy_ensemble(policies: list[Policy], table: Table) -> tuple[int, int, int]:
-    """Greedy play of the policies' averaged action probabilities (one policy: ``greedy``)."""
-    import torch
+class AveragedPolicy(torch.nn.Module):
+    """Several policies as one: the log of their averaged action probabilities, for ``greedy``."""
 
-    if len(policies) == 1:
-        return greedy(policies[0], table)
-    st = TableStates(table)
-    actions = torch.zeros(1, 3, dtype=torch.long)
-    with torch.no_grad():
-        for step in range(3):
-            x = st.x[st.state_index(step, actions)]
-            probs = sum(torch.softmax(p(x), 1) for p in policies)
-            actions[0, step] = int(probs.argmax(1)[0])
-    return tuple(int(a) for a in actions[0])  # type: ignore[return-value]
+    def __init__(self, policies: list[Policy]) -> None:
+        super().__init__()
+        self.members = torch.nn.ModuleList(policies)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.stack([torch.softmax(p(x), 1) for p in self.members]).mean(0).log()
 
 
 def lookup_pooled(tables: list[Table]) -> tuple[int, int, int]:
@@ -424,7 +421,7 @@ def main() -> None:
     for n in NAMES:
         ranks, rest = [], [tables[m] for m in NAMES if m != n]
         for seed in seeds:
-            pick = greedy_ensemble(ensemble(rest, seed, args.ensemble), tables[n])
+            pick = greedy(ensemble(rest, seed, args.ensemble), tables[n])
             ranks.append(tables[n].rank(pick))
             if seed == 0:
                 close = {None: "n/a (pooled)", True: "yes", False: "no"}[near_best(pick, n)]
