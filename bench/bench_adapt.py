@@ -6,6 +6,7 @@
     python bench/bench_adapt.py results/adapt4 --finetune --seeds 2    # transfer by fine-tuning: a few episodes
     python bench/bench_adapt.py results/adapt4 --held-out results/adapt4/up{105,170,235,300}.csv
     python bench/bench_adapt.py results/adapt5 --first 4    # the tables built on one clock, first 4 repeats
+    python bench/bench_adapt.py results/adapt5 --halves    # repeats 1-8 against 9-16: two independent builds
     python bench/bench_adapt.py --clocks results/adapt5/clock.json results/adapt4/*.cost.json    # clocks compared
     python bench/bench_adapt.py results/adapt5 --seeds 20 [--ensemble 5]    # seed spread; averaged policies
 
@@ -142,20 +143,23 @@ def clocks(paths: list[Path]) -> None:
               f"| {rel[np.abs(rel).argmax()]:+.0%} |")
 
 
-def first_repeats(folder: Path, k: int, into: Path) -> Path:
-    """Copies of ``folder``'s five tables averaged over their first ``k`` repeats only, written into ``into``.
+def some_repeats(folder: Path, start: int, stop: int, into: Path) -> Path:
+    """Copies of ``folder``'s five tables averaged over their repeats ``start`` to ``stop - 1`` only, in ``into``.
 
     Two builds from the same seed share their repeats' data and batch orders, so comparing them
     at equal repeats isolates what else changed (the clock, for results/adapt4 and adapt5).
+    Repeats of one table use distinct seeds, so two disjoint ranges are two independent builds.
     """
     import numpy as np
     import pandas as pd
+    k = stop - start
+    into.mkdir(parents=True, exist_ok=True)
     for n in NAMES:
         df = pd.read_csv(folder / f"{n}.csv")
         runs = repeat_runs(df)
-        if runs is None or runs.shape[1] < k:
-            sys.exit(f"{folder / n}.csv: fewer than {k} repeats in acc_runs")
-        runs = runs[:, :k]
+        if runs is None or runs.shape[1] < stop:
+            sys.exit(f"{folder / n}.csv: fewer than {stop} repeats in acc_runs")
+        runs = runs[:, start:stop]
         df["acc"] = runs.mean(axis=1).round(5)
         df["acc_se"] = (runs.std(axis=1, ddof=1) / np.sqrt(k)).round(5) if k > 1 else np.nan
         df["acc_runs"] = [" ".join(f"{a:.5f}" for a in r) for r in runs]
@@ -355,6 +359,9 @@ def main() -> None:
                     help="cost files (a clock from `hetune adapt clock` first): how far each one's costs are from it")
     ap.add_argument("--first", type=int, default=0,
                     help="use only each table's first K repeats (from acc_runs): compare builds at equal repeats")
+    ap.add_argument("--halves", action="store_true",
+                    help="only the replication table, between each table's first and second half of its repeats "
+                         "(two independent builds): how far a table's order is noise")
     ap.add_argument("--ensemble", type=int, default=1,
                     help="leave-one-out with K policies per seed (seeds seed*K ... seed*K+K-1), their softmax "
                          "averaged: a variance-reduction trial, not what `hetune adapt learn` does")
@@ -366,8 +373,15 @@ def main() -> None:
         return
     folder = Path(args.folder)
     if args.first:
-        folder = first_repeats(folder, args.first, Path(tempfile.mkdtemp(prefix="bench-adapt-")))
+        folder = some_repeats(folder, 0, args.first, Path(tempfile.mkdtemp(prefix="bench-adapt-")))
         print(f"{args.folder}, the first {args.first} repeats of each table:\n")
+    if args.halves:
+        half = repeats_of(folder / f"{NAMES[0]}.csv") // 2
+        tmp = Path(tempfile.mkdtemp(prefix="bench-adapt-"))
+        a, b = (some_repeats(folder, i * half, (i + 1) * half, tmp / str(i)) for i in range(2))
+        print(f"{args.folder}: repeats 1-{half} against {half + 1}-{2 * half} of each table\n")
+        replication({n: read_table(a / f"{n}.csv") for n in NAMES}, {n: read_table(b / f"{n}.csv") for n in NAMES})
+        return
     tables = {n: read_table(folder / f"{n}.csv") for n in NAMES}
     if args.replicate:
         second = {n: read_table(Path(args.replicate) / f"{n}.csv") for n in NAMES}
