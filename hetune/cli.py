@@ -272,8 +272,11 @@ def cmd_adapt_evaluate(args: argparse.Namespace) -> int:
 
     results = [evaluate(Path(args.policy), t, args.model) for t in args.tables]
     for r in results:
+        noise = "" if r["gap_se"] is None or r["sequence"] == r["best_sequence"] else (
+            f" ({100 * r['gap_to_best']:.2f} points below it, se {100 * r['gap_se']:.2f}: "
+            f"{'within' if r['within_noise'] else 'outside'} the noise)")
         print(f"{r['table']}: sequence {tuple(r['sequence'])} acc {r['accuracy']:.3f} rank {r['rank']}/64; "
-              f"best {tuple(r['best_sequence'])} acc {r['best_accuracy']:.3f}; "
+              f"best {tuple(r['best_sequence'])} acc {r['best_accuracy']:.3f}{noise}; "
               f"no adaptation rank {r['no_adaptation_rank']} (policy {r['policy_sha256'][:12]})")
     out = Path(args.out) if args.out else Path(args.policy) / "evaluation.json"
     atomic_write_json(out, results)

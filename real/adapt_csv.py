@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import itertools
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,12 +23,17 @@ class Row:
         times_left: seconds left in the budget at each decision.
         total_time: the budget, seconds.
         acc: final test accuracy in [0, 1].
+        acc_se: standard error of ``acc`` over the build's repeats (optional ``acc_se`` column; nan if absent).
+        runs: each repeat's accuracy (optional ``acc_runs`` column, space-separated; empty if absent).
+            Repeat k of every row shares data and batch order, so row differences pair up by repeat.
     """
 
     actions: tuple[int, int, int]
     times_left: tuple[float, float, float]
     total_time: float
     acc: float
+    acc_se: float = math.nan
+    runs: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -51,6 +57,21 @@ class Table:
 
     def best(self) -> Row:
         return max(self.rows.values(), key=lambda r: (r.acc, [-a for a in r.actions]))
+
+    def gap(self, better: tuple[int, int, int], other: tuple[int, int, int]) -> tuple[float, float]:
+        """How much ``better``'s accuracy exceeds ``other``'s, and the standard error of that difference.
+
+        Paired repeat by repeat when both rows have 2+ matching ``runs`` (the noise of a difference
+        between sequences trained on the same data and batch order), else from the two ``acc_se``
+        as if independent; the error is nan when the table says nothing about its noise.
+        """
+        a, b = self.rows[better], self.rows[other]
+        if len(a.runs) == len(b.runs) >= 2:
+            d = [x - y for x, y in zip(a.runs, b.runs)]
+            mean = sum(d) / len(d)
+            var = sum((x - mean) ** 2 for x in d) / (len(d) - 1)
+            return a.acc - b.acc, math.sqrt(var / len(d))
+        return a.acc - b.acc, math.hypot(a.acc_se, b.acc_se)
 
 
 def read_table(path: str | Path, model: str = "") -> Table:
@@ -88,7 +109,8 @@ def read_table(path: str | Path, model: str = "") -> Table:
                 raise ConfigError(where, "acc", f"must be in [0, 1], got {acc}")
             if actions in rows:
                 raise ConfigError(where, "", f"sequence {actions} appears twice")
-            rows[actions] = Row(actions, times, total, acc)  # type: ignore[arg-type]
+            se, runs = _noise(where, raw)
+            rows[actions] = Row(actions, times, total, acc, se, runs)  # type: ignore[arg-type]
             if raw.get("model"):
                 models.add(raw["model"])
     absent = [s for s in SEQUENCES if s not in rows]
@@ -100,3 +122,22 @@ def read_table(path: str | Path, model: str = "") -> Table:
     if not name:
         raise ConfigError(str(p), "model", "no model column: name the base model with --model")
     return Table(rows, name, str(p))
+
+
+def _noise(where: str, raw: dict[str, str]) -> tuple[float, tuple[float, ...]]:
+    """The optional ``acc_se`` and ``acc_runs`` of a row; present but not numbers in range is refused."""
+    se = math.nan
+    if (raw.get("acc_se") or "").strip().lower() not in ("", "nan"):
+        try:
+            se = float(raw["acc_se"])
+        except ValueError:
+            raise ConfigError(where, "acc_se", f"must be a number, got {raw['acc_se']!r}") from None
+        if not se >= 0.0:
+            raise ConfigError(where, "acc_se", f"must be >= 0, got {se}")
+    try:
+        runs = tuple(float(a) for a in (raw.get("acc_runs") or "").split())
+    except ValueError:
+        raise ConfigError(where, "acc_runs", f"must be accuracies separated by spaces, got {raw['acc_runs']!r}") from None
+    if any(not 0.0 <= a <= 1.0 for a in runs):
+        raise ConfigError(where, "acc_runs", "each repeat's accuracy must be in [0, 1]")
+    return se, runs

@@ -284,12 +284,22 @@ def load_policy(path: Path) -> tuple[Policy, str]:
 
 
 def evaluate(policy_dir: Path, table_path: str, model: str = "") -> dict[str, Any]:
-    """Greedy play on a table: the sequence, its accuracy and rank, the best sequence, the no-adaptation rank."""
+    """Greedy play on a table: the sequence, its accuracy and rank, the best sequence, the no-adaptation rank.
+
+    Also how far the pick is below the best (``gap_to_best``, accuracy in [0, 1]) and that gap's
+    standard error from the table's repeats (``gap_se``; None when the table has no ``acc_runs`` or
+    ``acc_se``): with ``within_noise`` (gap <= 2 standard errors), whether the table can tell the
+    pick from its best at all, which a rank alone does not say when a table's top is flat.
+    """
     policy, digest = load_policy(policy_dir)
     table = read_table(table_path, model)
     seq = greedy(policy, table)
     best = table.best()
+    gap, se = table.gap(best.actions, seq)
+    known = not math.isnan(se)
     return {"policy": str(policy_dir), "policy_sha256": digest, "table": table_path,
             "sequence": list(seq), "accuracy": table.rows[seq].acc, "rank": table.rank(seq),
             "best_sequence": list(best.actions), "best_accuracy": best.acc,
+            "gap_to_best": round(gap, 6), "gap_se": round(se, 6) if known else None,
+            "within_noise": gap <= 2 * se if known else None,
             "no_adaptation_rank": table.rank(NO_ADAPTATION), "sequences": len(table.rows)}

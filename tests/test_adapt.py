@@ -27,8 +27,9 @@ def write_table(path, best=(1, 0, 3), model="convnet2", drop=None, bad=None):
         rows.pop(drop)
     if bad is not None:
         rows[5].update(bad)
+    extra = sorted({k for r in rows for k in r} - set(COLS))  # optional columns (acc_se, acc_runs)
     with open(path, "w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=COLS)
+        w = csv.DictWriter(fh, fieldnames=COLS + extra)
         w.writeheader()
         w.writerows(rows)
     return path
@@ -40,6 +41,9 @@ def write_table(path, best=(1, 0, 3), model="convnet2", drop=None, bad=None):
     ({"bad": {"a2": 1.5}}, ":7: a1..a3: actions must be integers"),
     ({"bad": {"acc": 1.2}}, ":7: acc: must be in [0, 1]"),
     ({"bad": {"a1": 4}}, ":7: a1..a3: actions must be 0-3"),
+    ({"bad": {"acc_runs": "0.5 x"}}, ":7: acc_runs: must be accuracies separated by spaces"),
+    ({"bad": {"acc_runs": "0.5 1.3"}}, ":7: acc_runs: each repeat's accuracy must be in [0, 1]"),
+    ({"bad": {"acc_se": "-0.1"}}, ":7: acc_se: must be >= 0"),
 ])
 def test_bad_tables_are_refused_with_the_row(tmp_path, capsys, kwargs, needle):
     t = write_table(tmp_path / "t.csv", **kwargs)
@@ -71,6 +75,54 @@ def test_learning_is_deterministic_and_finds_the_best(tmp_path, capsys):
     assert main(["adapt", "evaluate", str(tmp_path / "a"), str(t)]) == 0
     ev = json.loads((tmp_path / "a" / "evaluation.json").read_text())[0]
     assert ev["rank"] <= 3 and ev["no_adaptation_rank"] > 1
+    assert ev["gap_se"] is None and ev["within_noise"] is None  # the table says nothing about its noise
+
+
+def test_gap_to_the_best_is_paired_by_repeat_when_the_table_has_them(tmp_path):
+    """Two sequences whose repeats move together differ by a small, sure gap; the same accuracies
+    read as independent (acc_se only) cannot be told apart."""
+    t = read_table(write_table(tmp_path / "t.csv", best=(1, 0, 3)))
+    best, other = t.best().actions, (1, 0, 2)
+    gap = t.rows[best].acc - t.rows[other].acc
+    runs = {best: [0.80, 0.90, 0.70, 0.80], other: [0.79, 0.88, 0.69, 0.80]}  # differences 0.01 0.02 0.01 0
+    paired = {s: {"acc_runs": " ".join(map(str, r)), "acc_se": 0.05} for s, r in runs.items()}
+    rows = list(csv.DictReader(open(tmp_path / "t.csv")))
+    for r in rows:
+        r.update(paired.get((int(r["a1"]), int(r["a2"]), int(r["a3"])), {}))
+    with open(tmp_path / "p.csv", "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=COLS + ["acc_runs", "acc_se"])
+        w.writeheader()
+        w.writerows(rows)
+    tp = read_table(tmp_path / "p.csv")
+    g, se = tp.gap(best, other)
+    assert g == pytest.approx(gap) and se == pytest.approx(math.sqrt(0.0002 / 3 / 4))
+    for r in rows:  # the same rows without their repeats: independent errors, sqrt(2) x 0.05
+        r["acc_runs"] = ""
+    with open(tmp_path / "u.csv", "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=COLS + ["acc_runs", "acc_se"])
+        w.writeheader()
+        w.writerows(rows)
+    assert read_table(tmp_path / "u.csv").gap(best, other)[1] == pytest.approx(0.05 * math.sqrt(2))
+    assert math.isnan(t.gap(best, other)[1])
+
+
+def test_evaluate_says_whether_the_pick_is_within_the_noise(tmp_path, capsys):
+    src = write_table(tmp_path / "src.csv", best=(2, 1, 3))
+    dst = write_table(tmp_path / "dst.csv", best=(1, 0, 3))
+    rows = list(csv.DictReader(open(dst)))
+    for k, r in enumerate(rows):  # 3 repeats around each accuracy, spread unlike between rows (a noisy gap)
+        r["acc_runs"] = " ".join(f"{float(r['acc']) + d * (1 + k % 3) / 1000:.5f}" for d in (-2, 0, 2))
+    with open(dst, "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=COLS + ["acc_runs"])
+        w.writeheader()
+        w.writerows(rows)
+    assert main(["adapt", "learn", str(src), "--episodes", "6000", "--seed", "3", "--out", str(tmp_path / "a")]) == 0
+    capsys.readouterr()
+    assert main(["adapt", "evaluate", str(tmp_path / "a"), str(dst)]) == 0
+    ev = json.loads((tmp_path / "a" / "evaluation.json").read_text())[0]
+    assert ev["sequence"] != ev["best_sequence"] and ev["gap_to_best"] > 0.05
+    assert ev["gap_se"] > 0 and ev["within_noise"] is False
+    assert "points below it" in capsys.readouterr().out
 
 
 def test_a_gradient_spike_does_not_lock_learning_onto_a_bad_sequence():
