@@ -35,6 +35,14 @@ def write_table(path, best=(1, 0, 3), model="convnet2", drop=None, bad=None):
     return path
 
 
+def write_rows(path, rows, fields):
+    """Rows (dicts) as a CSV with these columns."""
+    with open(path, "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=fields)
+        w.writeheader()
+        w.writerows(rows)
+
+
 @pytest.mark.parametrize("kwargs,needle", [
     ({"drop": 7}, "1 of 64 action sequences missing"),
     ({"bad": {"a2": "x"}}, ":7: a1..a3: actions must be integers"),
@@ -89,19 +97,13 @@ def test_gap_to_the_best_is_paired_by_repeat_when_the_table_has_them(tmp_path):
     rows = list(csv.DictReader(open(tmp_path / "t.csv")))
     for r in rows:
         r.update(paired.get((int(r["a1"]), int(r["a2"]), int(r["a3"])), {}))
-    with open(tmp_path / "p.csv", "w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=COLS + ["acc_runs", "acc_se"])
-        w.writeheader()
-        w.writerows(rows)
+    write_rows(tmp_path / "p.csv", rows, COLS + ["acc_runs", "acc_se"])
     tp = read_table(tmp_path / "p.csv")
     g, se = tp.gap(best, other)
     assert g == pytest.approx(gap) and se == pytest.approx(math.sqrt(0.0002 / 3 / 4))
     for r in rows:  # the same rows without their repeats: independent errors, sqrt(2) x 0.05
         r["acc_runs"] = ""
-    with open(tmp_path / "u.csv", "w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=COLS + ["acc_runs", "acc_se"])
-        w.writeheader()
-        w.writerows(rows)
+    write_rows(tmp_path / "u.csv", rows, COLS + ["acc_runs", "acc_se"])
     assert read_table(tmp_path / "u.csv").gap(best, other)[1] == pytest.approx(0.05 * math.sqrt(2))
     assert math.isnan(t.gap(best, other)[1])
 
@@ -112,10 +114,7 @@ def test_evaluate_says_whether_the_pick_is_within_the_noise(tmp_path, capsys):
     rows = list(csv.DictReader(open(dst)))
     for k, r in enumerate(rows):  # 3 repeats around each accuracy, spread unlike between rows (a noisy gap)
         r["acc_runs"] = " ".join(f"{float(r['acc']) + d * (1 + k % 3) / 1000:.5f}" for d in (-2, 0, 2))
-    with open(dst, "w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=COLS + ["acc_runs"])
-        w.writeheader()
-        w.writerows(rows)
+    write_rows(dst, rows, COLS + ["acc_runs"])
     assert main(["adapt", "learn", str(src), "--episodes", "6000", "--seed", "3", "--out", str(tmp_path / "a")]) == 0
     capsys.readouterr()
     assert main(["adapt", "evaluate", str(tmp_path / "a"), str(dst)]) == 0
