@@ -71,27 +71,22 @@ def repeat_runs(df: "pd.DataFrame") -> "np.ndarray | None":
 def indistinct(path: Path) -> tuple[set[tuple[int, int, int]], str]:
     """The sequences the repeats cannot tell from the table's best (mean gap <= 2 standard errors), and how.
 
-    With an ``acc_runs`` column the gap is paired repeat by repeat (the sequences of a repeat
-    share data and batch order, so this is the noise of a difference); else from ``acc_se``.
+    Each gap and its error are ``Table.gap``'s: paired repeat by repeat with an ``acc_runs`` column
+    (the sequences of a repeat share data and batch order, so this is the noise of a difference);
+    else from ``acc_se``.
     """
     import numpy as np
-    import pandas as pd
-    df = pd.read_csv(path)
-    seqs = list(zip(df["a1"], df["a2"], df["a3"]))
-    best = df["acc"].idxmax()
-    runs = repeat_runs(df)
-    if runs is not None:
-        gaps = runs[best] - runs  # (sequences, repeats)
-        se = gaps.std(axis=1, ddof=1) / np.sqrt(runs.shape[1])
-        within = gaps.mean(axis=1) <= 2 * se
+    table = read_table(path)
+    best = table.best().actions
+    gaps = {s: table.gap(best, s) for s in table.rows}
+    se = np.array([e for _, e in gaps.values()])
+    if np.isnan(se).all():
+        return {best}, "one repeat"
+    if len(table.rows[best].runs) >= 2:
         how = f"paired, median se {np.median(se[se > 0]):.4f}"
-    elif "acc_se" in df and not df["acc_se"].isna().all():
-        gap = df["acc"].iloc[best] - df["acc"]
-        within = (gap <= 2 * (df["acc_se"].iloc[best] ** 2 + df["acc_se"] ** 2) ** 0.5).to_numpy()
-        how = f"unpaired, median se {df['acc_se'].median():.4f}"
     else:
-        return {seqs[best]}, "one repeat"
-    return {tuple(int(a) for a in seq) for seq, w in zip(seqs, within) if w}, how  # type: ignore[misc]
+        how = f"unpaired, median se {np.nanmedian([r.acc_se for r in table.rows.values()]):.4f}"
+    return {s for s, (gap, e) in gaps.items() if gap <= 2 * e}, how
 
 
 def plateau(path: Path) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import itertools
 import math
+import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -68,9 +69,7 @@ class Table:
         a, b = self.rows[better], self.rows[other]
         if len(a.runs) == len(b.runs) >= 2:
             d = [x - y for x, y in zip(a.runs, b.runs)]
-            mean = sum(d) / len(d)
-            var = sum((x - mean) ** 2 for x in d) / (len(d) - 1)
-            return a.acc - b.acc, math.sqrt(var / len(d))
+            return a.acc - b.acc, statistics.stdev(d) / math.sqrt(len(d))
         return a.acc - b.acc, math.hypot(a.acc_se, b.acc_se)
 
 
