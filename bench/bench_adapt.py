@@ -46,10 +46,8 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from real.adapt_csv import SEQUENCES, Row, Table, read_table  # noqa: E402
-from real.adapt_policy import NO_ADAPTATION, Policy, greedy, learn  # noqa: E402
+from hetune.adapt.policy import NO_ADAPTATION, Policy, greedy, learn
+from hetune.adapt.tables import SEQUENCES, Row, Table, read_table
 
 NAMES = ["early", "early-middle", "middle", "middle-late", "late"]
 

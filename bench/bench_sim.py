@@ -27,8 +27,8 @@ EXP = REPO / "configs/experiments/pbt-resnet18-cifar10.toml"
 
 
 def bench_default() -> dict:
-    from sim.engine import simulate
-    from sim.loader import load_inputs
+    from hetune.sim.engine import simulate
+    from hetune.sim.loader import load_inputs
 
     inputs = load_inputs(EXP)
     out = {}
@@ -52,8 +52,8 @@ def bench_sweep() -> float:
 
 def scale_point(trials: int, strategy: str) -> dict:
     """One scale point, run in this process (called in a fresh subprocess)."""
-    from sim.engine import simulate
-    from sim.loader import load_inputs
+    from hetune.sim.engine import simulate
+    from hetune.sim.loader import load_inputs
 
     with tempfile.TemporaryDirectory() as d:
         cluster = toml.loads((REPO / "configs/clusters/gavel-12.toml").read_text())
@@ -102,5 +102,4 @@ def main(argv: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(REPO))
     main(sys.argv[1:])

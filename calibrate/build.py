@@ -7,8 +7,8 @@ from collections import defaultdict
 from dataclasses import asdict
 from typing import Any, Iterable
 
-from calibrate.fit import LinearFit, fit_step_time
-from sim.throughput import Sample
+from hetune.calibrate.fit import LinearFit, fit_step_time
+from hetune.sim.throughput import Sample
 
 POOR_R2 = 0.9
 POOR_RESIDUAL = 0.15

@@ -16,12 +16,12 @@ from typing import Any
 
 import numpy as np
 
-from sim.errors import ConfigError
-from sim.events import read_events
-from sim.schema import to_mapping
-from sim.surrogate import SurrogateParams
-from sim.throughput import load_calibration
-from sim.tomlfile import atomic_write_toml, read_toml
+from hetune.sim.errors import ConfigError
+from hetune.sim.events import read_events
+from hetune.sim.schema import to_mapping
+from hetune.sim.surrogate import SurrogateParams
+from hetune.sim.throughput import load_calibration
+from hetune.sim.tomlfile import atomic_write_toml, read_toml
 
 GRID = {
     "max_accuracy": np.linspace(0.3, 1.0, 15),

@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from real.models import build_model
+from hetune.real.models import build_model
 
 
 @dataclass

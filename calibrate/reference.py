@@ -1,6 +1,6 @@
 """Build configs/calibration/reference.toml from published Gavel throughputs and CPU timings.
 
-    python -m calibrate.reference --gavel ../shared/data/gavel_physical_cluster_throughputs.csv \
+    python -m hetune.calibrate.reference --gavel ../shared/data/gavel_physical_cluster_throughputs.csv \
         --cpu cpu-timings.json --out configs/calibration/reference.toml
 
 GPU rows: step time 1 / steps_per_s for one GPU, fitted over batch sizes 16-256
@@ -24,8 +24,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from calibrate.fit import amdahl_parallel_fraction, fit_step_time
-from sim.tomlfile import atomic_write_toml
+from hetune.calibrate.fit import amdahl_parallel_fraction, fit_step_time
+from hetune.sim.tomlfile import atomic_write_toml
 
 GAVEL_MODELS = {"ResNet-18": "resnet18", "ResNet-50": "resnet50"}
 TEST_SAMPLES = 10_000  # CIFAR test set
@@ -134,7 +134,7 @@ def main() -> None:
         "models": models,
         "samples": gpu_samples + cpu_samples,
     }
-    atomic_write_toml(args.out, data, header="Step-time models read by the simulator; built by `python -m calibrate.reference` (see its docstring).\nA calibration measured on your own hardware (`hetune calibrate`) always takes precedence over this file.")
+    atomic_write_toml(args.out, data, header="Step-time models read by the simulator; built by `python -m hetune.calibrate.reference` (see its docstring).\nA calibration measured on your own hardware (`hetune calibrate`) always takes precedence over this file.")
 
 
 if __name__ == "__main__":

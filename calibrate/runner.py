@@ -15,13 +15,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from calibrate.build import DEFAULT_PARALLEL_FRACTION, build_file, fit_cells, holdout_errors
-from calibrate.discovery import DeviceTarget, discover, local_resources
-from calibrate.reach import check_reachable
-from sim.cluster import ClusterConfig, load_cluster
-from sim.errors import ConfigError
-from sim.throughput import Sample, load_calibration
-from sim.tomlfile import atomic_write_toml, read_toml
+from hetune.calibrate.build import DEFAULT_PARALLEL_FRACTION, build_file, fit_cells, holdout_errors
+from hetune.real.discovery import DeviceTarget, discover, local_resources
+from hetune.real.reach import check_reachable
+from hetune.sim.cluster import ClusterConfig, load_cluster
+from hetune.sim.errors import ConfigError
+from hetune.sim.throughput import Sample, load_calibration
+from hetune.sim.tomlfile import atomic_write_toml, read_toml
 
 CLASSES = {"resnet18": 10, "resnet50": 100}  # ResNet-18 on CIFAR-10, ResNet-50 on CIFAR-100
 DATASET = {"resnet18": "cifar10", "resnet50": "cifar100"}
@@ -87,7 +87,7 @@ def validate(req: CalibrateRequest) -> ClusterConfig:
         if d not in cluster.devices:
             raise ConfigError("--devices", "", f"device type {d!r} is not in {req.cluster}")
     if req.data_dir:
-        from real.cifar import load_cifar
+        from hetune.real.cifar import load_cifar
         for m in req.models:
             load_cifar(req.data_dir, DATASET[m], "test", limit=1)
     if (req.merge or req.resume) and Path(req.out).exists():
@@ -118,7 +118,7 @@ def _connect(req: CalibrateRequest, cluster: ClusterConfig):
 
 def _probe_task(model: str, batch: int, steps: int, warmup: int, target: DeviceTarget, stem: str,
                 data: Any, seed: int) -> dict[str, Any]:
-    from calibrate.probe import probe
+    from hetune.calibrate.probe import probe
     return probe(model, CLASSES[model], batch, steps, warmup, device="cuda" if target.kind == "gpu" else "cpu",
                  threads=target.num_cpus if target.kind == "cpu" else 0, slowdown=target.slowdown, stem=stem,
                  eval_samples=min(1000, max(batch, 256)), data=data, seed=seed)
@@ -157,7 +157,7 @@ def run_calibration(req: CalibrateRequest, report: Callable[[str], None] = print
             report(f"warning: device type {t.device!r} of {req.cluster} is not in the Ray cluster: {t.reason}")
         data_ref: dict[str, Any] = {}
         if req.data_dir:
-            from real.cifar import load_cifar
+            from hetune.real.cifar import load_cifar
             need = max(req.batch_sizes + req.holdout) * (req.steps + req.warmup)
             for m in req.models:
                 data_ref[m] = ray.put(load_cifar(req.data_dir, DATASET[m], "train", limit=need))

@@ -6,9 +6,22 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
-from plots.style import figure, save
-from real.adapt_csv import read_table
+from hetune.plots.style import figure, save
+
+
+def _table_accuracies(path: Path) -> tuple[list[float], float] | None:
+    """A table CSV's accuracies sorted best first, and that of no adaptation (3, 3, 3); None if unreadable.
+
+    Read here with pandas rather than through hetune.adapt: plots depends on result files only.
+    """
+    try:
+        df = pd.read_csv(path, usecols=["a1", "a2", "a3", "acc"])
+        none = df[(df.a1 == 3) & (df.a2 == 3) & (df.a3 == 3)].acc
+        return sorted(df.acc.astype(float), reverse=True), float(none.iloc[0])
+    except (OSError, ValueError, IndexError, pd.errors.ParserError):
+        return None
 
 
 def adaptation(history: list[dict[str, Any]], evaluations: list[dict[str, Any]], out: Path, label: str,
@@ -28,14 +41,14 @@ def adaptation(history: list[dict[str, Any]], evaluations: list[dict[str, Any]],
     axes[0].legend(fontsize=7)
     ax = axes[1]
     for i, ev in enumerate(evaluations):
-        table = read_table(ev["table"]) if Path(ev["table"]).is_file() else None
+        table = _table_accuracies(Path(ev["table"]))
         if table is None:
             continue
-        accs = sorted((row.acc for row in table.rows.values()), reverse=True)
+        accs, no_adaptation = table
         ax.plot(range(1, len(accs) + 1), accs, color="0.5", linewidth=0.8)
         ax.scatter([ev["rank"]], [ev["accuracy"]], marker="*", s=80, color="black", zorder=3,
                    label="policy's choice" if i == 0 else None)
-        ax.scatter([ev["no_adaptation_rank"]], [table.rows[(3, 3, 3)].acc], marker="o", facecolors="none",
+        ax.scatter([ev["no_adaptation_rank"]], [no_adaptation], marker="o", facecolors="none",
                    edgecolors="black", zorder=3, label="no adaptation" if i == 0 else None)
     ax.set_xlabel("rank among the 64 action sequences (1 = best)")
     ax.set_ylabel("final test accuracy")

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import numpy as np
 
-from plots.style import LINESTYLES, MARKERS, figure, save
-from sim.throughput import CalibrationConfig
+from hetune.plots.style import LINESTYLES, MARKERS, figure, save
+from hetune.sim.throughput import CalibrationConfig
 
 
 def calibration(cal: CalibrationConfig, out: Path, label: str, pdf: bool = False) -> list[Path]:

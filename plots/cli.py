@@ -8,14 +8,14 @@ from typing import Callable
 
 import json
 
-from plots.calibration_figure import calibration
-from plots.fidelity_figure import fidelity
-from plots.run_figures import RUN_FIGURES
-from plots.sweep_figures import SWEEP_FIGURES
-from sim.errors import ConfigError
-from sim.events import read_events
-from sim.sweep import read_csv
-from sim.throughput import load_calibration
+from hetune.plots.calibration_figure import calibration
+from hetune.plots.fidelity_figure import fidelity
+from hetune.plots.run_figures import RUN_FIGURES
+from hetune.plots.sweep_figures import SWEEP_FIGURES
+from hetune.sim.errors import ConfigError
+from hetune.sim.events import read_events
+from hetune.sim.sweep import read_csv
+from hetune.sim.throughput import load_calibration
 
 
 def discover(results: Path = Path("results"), calibrations: Path = Path("configs/calibration")) -> list[Path]:
@@ -62,7 +62,7 @@ def plot_one(path: Path, out: Path, pdf: bool) -> list[Path]:
             made += fidelity(events, read_events(path / "sim-events.jsonl"), fid, out, label, pdf)
     if (path / "policy.json").is_file() and (path / "history.json").is_file():
         recognised = True
-        from plots.adapt_figure import adaptation
+        from hetune.plots.adapt_figure import adaptation
         evals = path / "evaluation.json"
         made += adaptation(json.loads((path / "history.json").read_text()),
                            json.loads(evals.read_text()) if evals.is_file() else [], out, label, pdf)

@@ -6,7 +6,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from plots.style import figure, save
+from hetune.plots.style import figure, save
 
 
 def _progress(events: list[dict[str, Any]]) -> dict[int, list[tuple[float, int]]]:

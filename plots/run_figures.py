@@ -9,7 +9,7 @@ from typing import Any
 import matplotlib.pyplot as plt
 import numpy as np
 
-from plots.style import LINESTYLES, figure, save
+from hetune.plots.style import LINESTYLES, figure, save
 
 BUSY = ("trial_start", "resume", "chunk", "checkpoint", "exploit")
 

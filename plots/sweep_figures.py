@@ -8,9 +8,9 @@ from typing import Any
 
 import numpy as np
 
-from plots.style import figure, save, styles
-from sim.summary import ttt_sort_key
-from sim.sweep import ranking
+from hetune.plots.style import figure, save, styles
+from hetune.sim.summary import ttt_sort_key
+from hetune.sim.sweep import ranking
 
 
 def _by_strategy(rows: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:

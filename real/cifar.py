@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from sim.errors import ConfigError
+from hetune.sim.errors import ConfigError
 
 FOLDERS = {"cifar10": "cifar-10-batches-py", "cifar100": "cifar-100-python"}
 FILES = {"cifar10": (["data_batch_1", "data_batch_2", "data_batch_3", "data_batch_4", "data_batch_5"], ["test_batch"]),

@@ -11,15 +11,15 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from sim.engine import simulate
-from sim.errors import ConfigError
-from sim.events import read_events
-from sim.loader import load_inputs
-from sim.replay import ReplayPopulation
-from sim.results import prices
-from sim.summary import summarize
-from sim.events import dumps
-from sim.tomlfile import atomic_write_json, atomic_write_text, read_toml
+from hetune.sim.engine import simulate
+from hetune.sim.errors import ConfigError
+from hetune.sim.events import read_events
+from hetune.sim.loader import load_inputs
+from hetune.sim.replay import ReplayPopulation
+from hetune.sim.results import prices
+from hetune.sim.summary import summarize
+from hetune.sim.events import dumps
+from hetune.sim.tomlfile import atomic_write_json, atomic_write_text, read_toml
 
 
 def seconds_per_iteration(events: list[dict[str, Any]]) -> dict[str, float]:

@@ -14,8 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from sim.cluster import ClusterConfig, WorkerSpec
-from sim.errors import ConfigError
+from hetune.sim.cluster import ClusterConfig, WorkerSpec
+from hetune.sim.errors import ConfigError
 
 NOT_RUNNABLE = {
     "hrfs": "HRFS is its own loop of Ray tasks with half-interval chunks and worker retirement, "

@@ -18,8 +18,8 @@ from typing import Any
 from ray.tune import Callback
 from ray.tune.schedulers import PopulationBasedTraining
 
-from sim.cluster import WorkerSpec
-from sim.events import make_event
+from hetune.sim.cluster import WorkerSpec
+from hetune.sim.events import make_event
 
 
 def trial_index(trial: Any) -> int:

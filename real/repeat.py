@@ -6,7 +6,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from sim.tomlfile import atomic_write_json
+from hetune.sim.tomlfile import atomic_write_json
 
 
 def summarize_repeats(summaries: list[dict[str, Any]], path: Path) -> dict[str, Any]:

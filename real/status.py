@@ -8,7 +8,7 @@ from typing import Any
 
 from ray.tune import Callback
 
-from real.recorder import EventLog, trial_index
+from hetune.real.recorder import EventLog, trial_index
 
 
 class StatusCallback(Callback):

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from ray import tune
 
-from real.models import build_model
+from hetune.real.models import build_model
 
 SETUP_KEY = "_hetune"  # fixed, non-mutated settings ride in the config under this key
 
@@ -43,7 +43,7 @@ def where_am_i(slowdowns: dict[str, float]) -> tuple[str, str, float]:
 
 
 def _data(setup: dict[str, Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    from real.cifar import load_cifar
+    from hetune.real.cifar import load_cifar
 
     xtr, ytr = load_cifar(setup["data_dir"], setup["dataset"], "train", limit=setup.get("train_limit") or None)
     xte, yte = load_cifar(setup["data_dir"], setup["dataset"], "test", limit=setup["eval_samples"])

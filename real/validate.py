@@ -15,12 +15,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from sim import strategies as strategy_registry
-from sim.cluster import WorkerSpec
-from sim.errors import ConfigError
-from sim.loader import RunInputs, load_inputs
-from sim.pbt import sample_config
-from sim.results import write_run
+from hetune.sim import strategies as strategy_registry
+from hetune.sim.cluster import WorkerSpec
+from hetune.sim.errors import ConfigError
+from hetune.sim.loader import RunInputs, load_inputs
+from hetune.sim.pbt import sample_config
+from hetune.sim.results import write_run
 
 import numpy as np
 
@@ -57,7 +57,7 @@ def _workers(inputs: RunInputs, strategy: str) -> tuple[list[WorkerSpec], Any]:
 def _start_ray(inputs: RunInputs, address: str, storage: Path, shared: bool):
     import ray
 
-    from calibrate.reach import check_reachable
+    from hetune.real.reach import check_reachable
 
     if address:
         check_reachable(address)
@@ -103,12 +103,12 @@ def run_validate(experiment: str, overrides: list[str], strategy: str, out: Path
     """
     from ray import tune
 
-    from calibrate.discovery import discover
-    from real.cifar import load_cifar, write_synthetic
-    from real.placement import placement
-    from real.recorder import EventLog, RecorderCallback, RecordingPBT
-    from real.status import StatusCallback
-    from real.trainable import SETUP_KEY, train_trial
+    from hetune.real.discovery import discover
+    from hetune.real.cifar import load_cifar, write_synthetic
+    from hetune.real.placement import placement
+    from hetune.real.recorder import EventLog, RecorderCallback, RecordingPBT
+    from hetune.real.status import StatusCallback
+    from hetune.real.trainable import SETUP_KEY, train_trial
 
     inputs = load_inputs(experiment, overrides)
     exp = inputs.experiment

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Literal
 
-from sim.schema import from_mapping
-from sim.tomlfile import read_toml
+from hetune.sim.schema import from_mapping
+from hetune.sim.tomlfile import read_toml
 
 
 @dataclass(frozen=True)

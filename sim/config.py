@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Literal
 
-from sim.surrogate import SurrogateParams
+from hetune.sim.surrogate import SurrogateParams
 
 
 @dataclass(frozen=True)

@@ -25,17 +25,17 @@ from typing import Any, Protocol
 import numpy as np
 import simpy
 
-from sim import pbt as pbt_math
-from sim.cluster import WorkerSpec
-from sim.events import make_event
-from sim.loader import RunInputs
-from sim.population import Clone, PopulationModel, SurrogatePopulation
-from sim.ranking import Ranking
-from sim.runnable import RunnableIndex
-from sim.strategies import create
-from sim.strategies.base import IDLE, Idle, Retire, Run, Strategy
-from sim.view import EngineView
-from sim.throughput import DeviceModel
+from hetune.sim import pbt as pbt_math
+from hetune.sim.cluster import WorkerSpec
+from hetune.sim.events import make_event
+from hetune.sim.loader import RunInputs
+from hetune.sim.population import Clone, PopulationModel, SurrogatePopulation
+from hetune.sim.ranking import Ranking
+from hetune.sim.runnable import RunnableIndex
+from hetune.sim.strategies import create
+from hetune.sim.strategies.base import IDLE, Idle, Retire, Run, Strategy
+from hetune.sim.view import EngineView
+from hetune.sim.throughput import DeviceModel
 
 
 class AdaptHook(Protocol):

@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from sim.errors import ConfigError
+from hetune.sim.errors import ConfigError
 
 BASE_FIELDS = ("t", "kind", "trial", "iteration", "accuracy", "worker", "node", "device")
 

@@ -6,13 +6,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sim import strategies
-from sim.cluster import ClusterConfig, load_cluster
-from sim.config import ExperimentConfig
-from sim.errors import ConfigError
-from sim.schema import from_mapping, to_mapping
-from sim.throughput import CalibrationConfig, load_calibration
-from sim.tomlfile import apply_overrides, read_toml
+from hetune.sim import strategies
+from hetune.sim.cluster import ClusterConfig, load_cluster
+from hetune.sim.config import ExperimentConfig
+from hetune.sim.errors import ConfigError
+from hetune.sim.schema import from_mapping, to_mapping
+from hetune.sim.throughput import CalibrationConfig, load_calibration
+from hetune.sim.tomlfile import apply_overrides, read_toml
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from sim.config import Mutation, PBTConfig, quantile_count
+from hetune.sim.config import Mutation, PBTConfig, quantile_count
 
 
 def sample_value(m: Mutation, rng: np.random.Generator) -> float:

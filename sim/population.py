@@ -12,10 +12,10 @@ from typing import Any, Callable, Protocol
 
 import numpy as np
 
-from sim import pbt as pbt_math
-from sim import surrogate
-from sim.config import PBTConfig
-from sim.surrogate import SurrogateParams
+from hetune.sim import pbt as pbt_math
+from hetune.sim import surrogate
+from hetune.sim.config import PBTConfig
+from hetune.sim.surrogate import SurrogateParams
 
 
 @dataclass(frozen=True)

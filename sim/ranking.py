@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import bisect
 
-from sim.config import quantile_count
+from hetune.sim.config import quantile_count
 
 
 class Ranking:

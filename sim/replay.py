@@ -20,8 +20,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from sim.errors import ConfigError
-from sim.population import Clone
+from hetune.sim.errors import ConfigError
+from hetune.sim.population import Clone
 
 
 class ReplayPopulation:

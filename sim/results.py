@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from sim import events as ev
-from sim.loader import RunInputs
-from sim.schema import to_mapping
-from sim.summary import summarize
-from sim.tomlfile import atomic_write_json, atomic_write_text, atomic_write_toml
+from hetune.sim import events as ev
+from hetune.sim.loader import RunInputs
+from hetune.sim.schema import to_mapping
+from hetune.sim.summary import summarize
+from hetune.sim.tomlfile import atomic_write_json, atomic_write_text, atomic_write_toml
 
 
 def prices(inputs: RunInputs) -> dict[str, float]:

@@ -13,7 +13,7 @@ import types
 import typing
 from typing import Any, Literal, Mapping, TypeVar, get_args, get_origin, get_type_hints
 
-from sim.errors import ConfigError
+from hetune.sim.errors import ConfigError
 
 T = TypeVar("T")
 

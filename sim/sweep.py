@@ -17,12 +17,12 @@ from typing import Any, Callable, Iterable, Iterator, Protocol, Sequence
 
 import numpy as np
 
-from sim.engine import simulate
-from sim.errors import ConfigError
-from sim.loader import load_inputs
-from sim.results import resolved_config, run_summary
-from sim.summary import ttt_sort_key
-from sim.tomlfile import atomic_write_json, atomic_write_text, atomic_write_toml, read_toml
+from hetune.sim.engine import simulate
+from hetune.sim.errors import ConfigError
+from hetune.sim.loader import load_inputs
+from hetune.sim.results import resolved_config, run_summary
+from hetune.sim.summary import ttt_sort_key
+from hetune.sim.tomlfile import atomic_write_json, atomic_write_text, atomic_write_toml, read_toml
 
 FIRST_COLUMNS = ["strategy", "seed", "time_to_target_s", "makespan_s", "best_accuracy", "cost", "exploits",
                  "checkpoint_overhead_s", "migration_overhead_s"]

@@ -20,10 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Literal
 
-from sim.errors import ConfigError
-from sim.schema import from_mapping
-from sim.surrogate import SurrogateParams
-from sim.tomlfile import read_toml
+from hetune.sim.errors import ConfigError
+from hetune.sim.schema import from_mapping
+from hetune.sim.surrogate import SurrogateParams
+from hetune.sim.tomlfile import read_toml
 
 
 @dataclass(frozen=True)

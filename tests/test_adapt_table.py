@@ -9,7 +9,7 @@ import pytest
 
 from conftest import REPO
 from hetune.cli import main
-from real.adapt_csv import read_table
+from hetune.adapt.tables import read_table
 
 
 TINY = ('[adapt]\nname = "tiny"\nmodel = "convnet2"\nbudget_s = 120.0\n'
@@ -71,7 +71,7 @@ def test_build_table_trains_every_sequence_and_resumes(tmp_path, capsys):
 
 
 def test_scenarios_built_on_one_clock_differ_by_the_scenario_alone(tmp_path, capsys, monkeypatch):
-    from real.adapt_clock import EpochCost
+    from hetune.adapt.clock import EpochCost
 
     early, late = tmp_path / "early.toml", tmp_path / "late.toml"
     early.write_text(TINY)
@@ -146,10 +146,10 @@ def test_sequences_sharing_a_prefix_get_what_each_trained_alone_gets(ema_decay):
 
     import torch
 
-    from real.adapt_csv import SEQUENCES
-    from real.adapt_scenario import Change, Scenario
-    from real.adapt_table import Job, _last_acc, _play_sequences
-    from real.net2net import convnet2, deepen
+    from hetune.adapt.tables import SEQUENCES
+    from hetune.adapt.scenario import Change, Scenario
+    from hetune.adapt.build import Job, _last_acc, _play_sequences
+    from hetune.adapt.net2net import convnet2, deepen
 
     s = Scenario(name="t", model="convnet2", budget_s=120.0, changes=(Change(30.0, "up"),), time_scale=1000.0,
                  epoch_samples=32, test_samples=32, batch_size=32, image_size=8, ema_decay=ema_decay)
@@ -193,9 +193,9 @@ def test_sequences_sharing_a_prefix_get_what_each_trained_alone_gets(ema_decay):
 def test_epoch_cost_is_measured_once_per_structure_and_tells_blocks_apart():
     import torch
 
-    from real.adapt_clock import EpochCost
-    from real.adapt_scenario import Scenario
-    from real.net2net import convnet2, deepen
+    from hetune.adapt.clock import EpochCost
+    from hetune.adapt.scenario import Scenario
+    from hetune.adapt.net2net import convnet2, deepen
 
     cost = EpochCost(Scenario(name="c", model="convnet2", epoch_samples=64, batch_size=32), rounds=1)
     x = torch.rand(64, 3, 16, 16)
@@ -224,10 +224,10 @@ def test_bad_scenario(tmp_path, capsys):
 
 
 def test_shipped_scenarios_load():
-    from real.adapt_scenario import load_scenario
+    from hetune.adapt.scenario import load_scenario
 
     ups = {}
-    for path in sorted((REPO / "configs/experiments").glob("adapt-convnet*.toml")):
+    for path in sorted((REPO / "configs/adapt").glob("adapt-convnet*.toml")):
         s = load_scenario(path)
         ups[s.name] = (s.model, s.up_time, s.budget_s)
     five = {"early": 70.0, "early-middle": 140.0, "middle": 200.0, "middle-late": 270.0, "late": 330.0}

@@ -8,15 +8,15 @@ import numpy as np
 import pytest
 import toml
 
-from calibrate.discovery import discover, local_resources
-from calibrate.fit import amdahl_parallel_fraction, fit_step_time
-from calibrate.runner import CalibrateRequest, run_calibration
+from hetune.real.discovery import discover, local_resources
+from hetune.calibrate.fit import amdahl_parallel_fraction, fit_step_time
+from hetune.calibrate.runner import CalibrateRequest, run_calibration
 from conftest import REPO
 from hetune.cli import main
-from sim.cluster import load_cluster
-from sim.engine import simulate
-from sim.loader import load_inputs
-from sim.throughput import load_calibration
+from hetune.sim.cluster import load_cluster
+from hetune.sim.engine import simulate
+from hetune.sim.loader import load_inputs
+from hetune.sim.throughput import load_calibration
 
 LOCAL = REPO / "configs/clusters/local.toml"
 

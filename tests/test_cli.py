@@ -14,7 +14,7 @@ import toml
 
 from conftest import REPO
 from hetune.cli import main
-from sim.events import read_events
+from hetune.sim.events import read_events
 
 
 def run(argv, capsys):
@@ -74,7 +74,7 @@ def test_sweep_ranks_resumes_and_skips_finished_cells(tmp_path, capsys, default_
 
 
 def test_never_reaching_the_target_ranks_last():
-    from sim.sweep import ranking
+    from hetune.sim.sweep import ranking
     rows = [{"strategy": "a", "seed": 0, "time_to_target_s": None, "makespan_s": 10.0, "cost": 1.0},
             {"strategy": "b", "seed": 0, "time_to_target_s": 9999.0, "makespan_s": 20000.0, "cost": 1.0}]
     assert [e["strategy"] for e in ranking(rows)] == ["b", "a"]
@@ -143,7 +143,7 @@ def test_sim_never_imports_torch_or_ray():
 
 
 def test_atomic_writes_get_the_mode_a_plain_open_would(tmp_path):
-    from sim.tomlfile import atomic_write_text
+    from hetune.sim.tomlfile import atomic_write_text
 
     plain = tmp_path / "plain.txt"
     plain.write_text("x")

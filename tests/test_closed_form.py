@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from sim.engine import simulate
-from sim.loader import load_inputs
-from sim.results import run_summary
+from hetune.sim.engine import simulate
+from hetune.sim.loader import load_inputs
+from hetune.sim.results import run_summary
 
 S, V, L, E = 8.0, 1.0, 4.0, 2.0  # start overhead, save, load, eval (seconds), see conftest.FAST
 

@@ -9,10 +9,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import write_setup
-from sim import strategies
-from sim.engine import simulate
-from sim.events import validate_event
-from sim.loader import load_inputs
+from hetune.sim import strategies
+from hetune.sim.engine import simulate
+from hetune.sim.events import validate_event
+from hetune.sim.loader import load_inputs
 
 CLUSTERS = [
     [{"name": "a", "device": "fast", "gpus": 2, "cpus": 8}, {"name": "b", "device": "slow", "gpus": 3, "cpus": 8}],

@@ -6,7 +6,7 @@ import pytest
 import torch
 import torchvision
 
-from real.net2net import NOTHING, SMALL_MODELS, count_parameters, deepen
+from hetune.adapt.net2net import NOTHING, SMALL_MODELS, count_parameters, deepen
 
 
 def _trained(model, x, steps=3):

@@ -7,10 +7,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sim.config import Mutation, PBTConfig, quantile_count
-from sim.pbt import explore, quantiles, sample_config
-from sim.ranking import Ranking
-from sim.surrogate import SurrogateParams, advance, expected_accuracy, quality
+from hetune.sim.config import Mutation, PBTConfig, quantile_count
+from hetune.sim.pbt import explore, quantiles, sample_config
+from hetune.sim.ranking import Ranking
+from hetune.sim.surrogate import SurrogateParams, advance, expected_accuracy, quality
 
 MUT = {"lr": Mutation("uniform", 1e-4, 1.0, clip=True), "momentum": Mutation("choice", values=(0.8, 0.9, 0.99))}
 

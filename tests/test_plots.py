@@ -61,9 +61,9 @@ def test_plotting_never_imports_ray_or_torch():
 
 
 def test_fidelity_and_adaptation_figures(results, tmp_path):
-    from plots.adapt_figure import adaptation
-    from plots.fidelity_figure import fidelity
-    from sim.events import read_events
+    from hetune.plots.adapt_figure import adaptation
+    from hetune.plots.fidelity_figure import fidelity
+    from hetune.sim.events import read_events
     from test_adapt import write_table
 
     events = read_events(results / "run" / "events.jsonl")

@@ -9,7 +9,7 @@ import toml
 
 from conftest import REPO
 from hetune.cli import main
-from sim.throughput import load_calibration
+from hetune.sim.throughput import load_calibration
 
 EXP = REPO / "configs/experiments/pbt-resnet18-cifar10.toml"
 

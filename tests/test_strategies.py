@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 
 from conftest import REPO
-from sim.engine import simulate
-from sim.loader import load_inputs
-from sim.results import run_summary
-from sim.strategies import names
-from sim.summary import ttt_sort_key
+from hetune.sim.engine import simulate
+from hetune.sim.loader import load_inputs
+from hetune.sim.results import run_summary
+from hetune.sim.strategies import names
+from hetune.sim.summary import ttt_sort_key
 
 EXP = REPO / "configs/experiments/pbt-resnet18-cifar10.toml"
 

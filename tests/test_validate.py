@@ -11,7 +11,7 @@ import pytest
 
 from conftest import REPO
 from hetune.cli import main
-from sim.events import read_events
+from hetune.sim.events import read_events
 
 SMOKE = REPO / "configs/experiments/smoke-local.toml"
 

@@ -6,6 +6,6 @@ for name in "$@"; do
   out=results/adapt5/$name.csv
   if [ -f "$out" ]; then extra=(--resume); else extra=(--clock results/adapt5/clock.json); fi
   echo "$(date +%T) start $name ${extra[*]} -> $reps" >> results/adapt5/queue.log
-  hetune adapt build-table configs/experiments/adapt-convnet-$name.toml --out "$out" --repeats "$reps" --seed 200 "${extra[@]}" >> results/adapt5/$name.log 2>&1
+  hetune adapt build-table configs/adapt/adapt-convnet-$name.toml --out "$out" --repeats "$reps" --seed 200 "${extra[@]}" >> results/adapt5/$name.log 2>&1
   echo "$(date +%T) end $name rc=$?" >> results/adapt5/queue.log
 done

@@ -6,6 +6,6 @@ for name in "$@"; do
   out=results/adapt6/$name.csv
   if [ -f "$out" ]; then extra=(--resume); else extra=(--clock results/adapt6/clock.json); fi
   echo "$(date +%T) start $name ${extra[*]} -> $reps" >> results/adapt6/queue.log
-  hetune adapt build-table configs/experiments/adapt-convnet3-$name.toml --out "$out" --repeats "$reps" --seed 200 "${extra[@]}" >> results/adapt6/$name.log 2>&1
+  hetune adapt build-table configs/adapt/adapt-convnet3-$name.toml --out "$out" --repeats "$reps" --seed 200 "${extra[@]}" >> results/adapt6/$name.log 2>&1
   echo "$(date +%T) end $name rc=$?" >> results/adapt6/queue.log
 done

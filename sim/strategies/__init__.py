@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from sim.errors import ConfigError
-from sim.schema import from_mapping
-from sim.strategies.base import Strategy
+from hetune.sim.errors import ConfigError
+from hetune.sim.schema import from_mapping
+from hetune.sim.strategies.base import Strategy
 
 REGISTRY: dict[str, type[Strategy]] = {}
 
@@ -47,4 +47,4 @@ def create(name: str, params: Any) -> Strategy:
 
 
 # Importing the modules registers them.
-from sim.strategies import hrfs, leader_fusion, rank_aware, throughput_proportional, tune_default  # noqa: E402,F401
+from hetune.sim.strategies import hrfs, leader_fusion, rank_aware, throughput_proportional, tune_default  # noqa: E402,F401

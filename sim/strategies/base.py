@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, ClassVar, Protocol, Sequence
 
-from sim.cluster import ClusterConfig, WorkerSpec, default_workers
+from hetune.sim.cluster import ClusterConfig, WorkerSpec, default_workers
 
 
 StepTimeFn = Callable[[str, int], float]

@@ -17,9 +17,9 @@ import math
 from dataclasses import dataclass, field
 from typing import Iterator, Mapping
 
-from sim.cluster import ClusterConfig, WorkerSpec
-from sim.strategies import register
-from sim.strategies.base import IDLE, RETIRE, Decision, Run, SimView, StepTimeFn, Strategy, TrialView, WorkerView
+from hetune.sim.cluster import ClusterConfig, WorkerSpec
+from hetune.sim.strategies import register
+from hetune.sim.strategies.base import IDLE, RETIRE, Decision, Run, SimView, StepTimeFn, Strategy, TrialView, WorkerView
 
 
 @dataclass(frozen=True)

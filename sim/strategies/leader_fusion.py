@@ -28,9 +28,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterator
 
-from sim.cluster import ClusterConfig, WorkerSpec, default_workers
-from sim.strategies import register
-from sim.strategies.base import IDLE, RETIRE, Decision, Run, SimView, StepTimeFn, Strategy, WorkerView
+from hetune.sim.cluster import ClusterConfig, WorkerSpec, default_workers
+from hetune.sim.strategies import register
+from hetune.sim.strategies.base import IDLE, RETIRE, Decision, Run, SimView, StepTimeFn, Strategy, WorkerView
 
 
 @dataclass(frozen=True)

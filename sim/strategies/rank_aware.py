@@ -9,8 +9,8 @@ restore overhead.
 
 from __future__ import annotations
 
-from sim.strategies import register
-from sim.strategies.base import IDLE, Decision, Run, SimView, Strategy, WorkerView
+from hetune.sim.strategies import register
+from hetune.sim.strategies.base import IDLE, Decision, Run, SimView, Strategy, WorkerView
 
 
 def fast_half(view: SimView) -> set[int]:

@@ -10,8 +10,8 @@ advance at the same rate, each getting its share of fast and slow devices.
 
 from __future__ import annotations
 
-from sim.strategies import register
-from sim.strategies.base import IDLE, Decision, Run, SimView, Strategy, WorkerView
+from hetune.sim.strategies import register
+from hetune.sim.strategies.base import IDLE, Decision, Run, SimView, Strategy, WorkerView
 
 
 @register

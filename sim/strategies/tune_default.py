@@ -14,9 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterator
 
-from sim.cluster import ClusterConfig, WorkerSpec
-from sim.strategies import register
-from sim.strategies.base import IDLE, Decision, Run, SimView, StepTimeFn, Strategy, WorkerView
+from hetune.sim.cluster import ClusterConfig, WorkerSpec
+from hetune.sim.strategies import register
+from hetune.sim.strategies.base import IDLE, Decision, Run, SimView, StepTimeFn, Strategy, WorkerView
 
 
 @dataclass(frozen=True)

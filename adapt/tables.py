@@ -9,7 +9,7 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
-from sim.errors import ConfigError
+from hetune.sim.errors import ConfigError
 
 REQUIRED = ("a1", "a2", "a3", "t1", "t2", "t3", "total_time", "acc")
 SEQUENCES = list(itertools.product(range(4), repeat=3))  # 4 actions x 3 decisions = 64

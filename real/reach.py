@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import socket
 
-from sim.errors import ConfigError
+from hetune.sim.errors import ConfigError
 
 
 def check_reachable(address: str, timeout_s: float = 5.0) -> None:

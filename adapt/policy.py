@@ -13,7 +13,7 @@ one out ranked early 1st for seeds 0-2 with these, 1st, 5th and 6th with the har
 top 5 in 3, 2 and 2 of the five scenarios, against 2, 2 and 1. Dropping the sinusoids
 too did as well there, but ranked 4th from scratch on a convnet3 table. Layers of a kind
 never seen before only change the counts, so nothing breaks on unseen layers. Structures
-come from real models built and deepened with ``real.net2net``. Dropping the decision
+come from real models built and deepened with ``adapt.net2net``. Dropping the decision
 index (so the policy must share what it learns about the time left across the decisions)
 was tried on the base_epoch_s tables (results/adapt5, seeds 0-4) and not kept: at 4
 repeats it ranked top 5 left out on all five scenarios, at 8 repeats it did no better
@@ -47,10 +47,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from real.adapt_csv import SEQUENCES, Table, read_table
-from real.net2net import NOTHING, SMALL_MODELS, SmallCNN, deepened, prefixes
-from sim.errors import ConfigError
-from sim.tomlfile import atomic_write_json
+from hetune.adapt.tables import SEQUENCES, Table, read_table
+from hetune.adapt.net2net import NOTHING, SMALL_MODELS, SmallCNN, deepened, prefixes
+from hetune.sim.errors import ConfigError
+from hetune.sim.tomlfile import atomic_write_json
 
 FEATURES = 27
 NO_ADAPTATION = (NOTHING, NOTHING, NOTHING)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
-from sim.cluster import ClusterConfig
+from hetune.sim.cluster import ClusterConfig
 
 
 @dataclass(frozen=True)

@@ -10,9 +10,9 @@ from typing import Iterator, Literal
 import numpy as np
 import torch
 
-from sim.errors import ConfigError
-from sim.schema import from_mapping
-from sim.tomlfile import read_toml
+from hetune.sim.errors import ConfigError
+from hetune.sim.schema import from_mapping
+from hetune.sim.tomlfile import read_toml
 
 
 @dataclass(frozen=True)
@@ -126,7 +126,7 @@ class Scenario:
 
 def load_scenario(path: str | Path, overrides: list[str] | None = None) -> Scenario:
     """Read the [adapt] table of a scenario file."""
-    from sim.tomlfile import apply_overrides
+    from hetune.sim.tomlfile import apply_overrides
     data = apply_overrides(read_toml(path), overrides or [])
     if "adapt" not in data:
         raise ConfigError(str(path), "adapt", "missing [adapt] table")
@@ -139,7 +139,7 @@ def load_scenario(path: str | Path, overrides: list[str] | None = None) -> Scena
 def scenario_data(s: Scenario, seed: int, workdir: Path) -> tuple[torch.Tensor, ...]:
     """(train x, train y, test x, test y) of a scenario: its CIFAR folder, or synthetic CIFAR-format data
     written into ``workdir`` from ``seed``; images pooled down to ``image_size``."""
-    from real.cifar import load_cifar, write_synthetic
+    from hetune.real.cifar import load_cifar, write_synthetic
     if s.data_dir:
         xtr, ytr = load_cifar(s.data_dir, "cifar10", "train")
         xte, yte = load_cifar(s.data_dir, "cifar10", "test", limit=s.final_samples)

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import torch
 
-from real.adapt_policy import load_policy, state_features
-from real.net2net import SMALL_MODELS, count_parameters, deepen
+from hetune.adapt.policy import load_policy, state_features
+from hetune.adapt.net2net import SMALL_MODELS, count_parameters, deepen
 
 
 class PolicyHook:
@@ -40,7 +40,7 @@ class PolicyHook:
 
     @staticmethod
     def _model_of(policy_dir: Path) -> str:
-        from real.adapt_csv import read_table
+        from hetune.adapt.tables import read_table
         meta = json.loads((policy_dir / "policy.json").read_text())
         try:
             return read_table(meta["tables"][0]).model

@@ -10,9 +10,9 @@ scenario runs in minutes on a CPU while keeping the shape of the original
 when the scenario sets ``base_epoch_s``, so it holds as many epochs on a fast
 host as on a slow one; else it is ``time_scale``.
 
-What an epoch and an evaluation cost comes from ``real.adapt_clock`` (measured
+What an epoch and an evaluation cost comes from ``adapt.clock`` (measured
 once per model structure, before training); the scenario and its data from
-``real.adapt_scenario``.
+``adapt.scenario``.
 
 All 64 sequences start from the same weights, pre-trained for
 the time before the first "up"; after the up, an agent's decision (deepen
@@ -34,12 +34,12 @@ import numpy as np
 import torch
 from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 
-from real.adapt_clock import EVAL_BATCH, EpochCost, reachable_models
-from real.adapt_csv import SEQUENCES
-from real.adapt_scenario import Scenario, scenario_data
-from real.net2net import SMALL_MODELS, deepen
-from sim.errors import ConfigError
-from sim.tomlfile import atomic_write_json, atomic_write_text
+from hetune.adapt.clock import EVAL_BATCH, EpochCost, reachable_models
+from hetune.adapt.tables import SEQUENCES
+from hetune.adapt.scenario import Scenario, scenario_data
+from hetune.adapt.net2net import SMALL_MODELS, deepen
+from hetune.sim.errors import ConfigError
+from hetune.sim.tomlfile import atomic_write_json, atomic_write_text
 
 
 class Job:

@@ -19,9 +19,9 @@ from typing import Any
 
 import torch
 
-from real.adapt_scenario import Scenario, scenario_data
-from real.net2net import deepened, prefixes
-from sim.errors import ConfigError
+from hetune.adapt.scenario import Scenario, scenario_data
+from hetune.adapt.net2net import deepened, prefixes
+from hetune.sim.errors import ConfigError
 
 
 EVAL_BATCH = 256  # test images per forward pass when evaluating

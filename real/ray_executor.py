@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterator, Sequence
 
-from sim.errors import ConfigError
-from sim.sweep import Cell
+from hetune.sim.errors import ConfigError
+from hetune.sim.sweep import Cell
 
 
 class RayExecutor:
@@ -18,7 +18,7 @@ class RayExecutor:
     def __init__(self, address: str) -> None:
         import ray
 
-        from calibrate.reach import check_reachable
+        from hetune.real.reach import check_reachable
 
         check_reachable(address)
         try:

@@ -1,0 +1,1 @@
+"""Shipped configs (package data): clusters/, calibration/, experiments/ and adapt/ TOML files."""

@@ -1,0 +1,150 @@
+"""The `hetune adapt` group: build tables, measure a clock, learn and evaluate policies."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from pathlib import Path
+
+from hetune.common import add_set_option
+from hetune.sim.errors import ConfigError
+
+
+def cmd_adapt_build(args: argparse.Namespace) -> int:
+    """Train every action sequence of a scenario for real and write its table (CSV)."""
+    from tqdm import tqdm
+
+    from hetune.adapt.clock import read_clock
+    from hetune.adapt.scenario import load_scenario
+    from hetune.adapt.build import build_table
+
+    if args.repeats < 1:
+        raise ConfigError("--repeats", "", f"must be >= 1, got {args.repeats}")
+    scenario = load_scenario(args.experiment, args.overrides)
+    clock = read_clock(scenario, args.clock) if args.clock else None
+    bar = tqdm(total=64 * args.repeats, unit="seq", file=sys.stderr, disable=args.quiet, desc=scenario.name)
+
+    def progress(done: int, total: int) -> None:
+        bar.total = total  # fewer than 64 x repeats when resuming
+        bar.n = done
+        bar.refresh()
+
+    rows = build_table(scenario, Path(args.out), repeats=args.repeats, seed=args.seed, progress=progress,
+                       resume=args.resume, clock=clock)
+    bar.close()
+    best = max(rows, key=lambda r: r["acc"])
+    print(f"{scenario.name}: 64 sequences, best {best['a1']}{best['a2']}{best['a3']} acc {best['acc']:.3f} -> {args.out}")
+    return 0
+
+
+def cmd_adapt_clock(args: argparse.Namespace) -> int:
+    """Measure what an epoch and an evaluation of each reachable model cost; write JSON."""
+    from hetune.adapt.clock import measure_clock
+    from hetune.adapt.scenario import load_scenario
+    from hetune.adapt.net2net import SMALL_MODELS
+    from hetune.sim.tomlfile import atomic_write_json
+
+    if args.rounds < 1:
+        raise ConfigError("--rounds", "", f"must be >= 1, got {args.rounds}")
+    scenario = load_scenario(args.experiment, args.overrides)
+    cost = measure_clock(scenario, rounds=args.rounds)
+    atomic_write_json(Path(args.out), cost.to_json())
+    epoch, ev = cost.measured(SMALL_MODELS[scenario.model]()) or (math.nan, math.nan)
+    print(f"{scenario.model}: {len(cost.to_json()['costs'])} structures timed over {args.rounds} rounds; "
+          f"the base model {epoch:.4f} s per epoch, {ev:.4f} s per evaluation (measured) -> {args.out}")
+    return 0
+
+
+def cmd_adapt_learn(args: argparse.Namespace) -> int:
+    """Learn a deepening policy with REINFORCE on tables; write the policy folder."""
+    import time
+
+    from hetune.adapt.tables import read_table
+    from hetune.adapt.policy import greedy, learn, load_policy, save_policy
+    from hetune.sim.tomlfile import atomic_write_json
+
+    if args.episodes < 1:
+        raise ConfigError("--episodes", "", f"must be >= 1, got {args.episodes}")
+    if not args.clip >= 0:  # also refuses nan
+        raise ConfigError("--clip", "", f"must be >= 0 (0 = no clipping), got {args.clip}")
+    out = Path(args.out)
+    init, meta = None, {}
+    if args.init:
+        if Path(args.init).resolve() == out.resolve():  # fine-tuning in place would overwrite the source policy
+            raise ConfigError("--out", "", f"is the --init policy {args.init}: write the fine-tuned one elsewhere")
+        init, init_digest = load_policy(Path(args.init))
+        meta = {"init": args.init, "init_sha256": init_digest}
+    tables = [read_table(t, args.model) for t in args.tables]
+    t0 = time.perf_counter()
+    policy, history = learn(tables, episodes=args.episodes, seed=args.seed, init=init, clip=args.clip)
+    seconds = time.perf_counter() - t0
+    digest = save_policy(policy, out, {"tables": [str(t) for t in args.tables], "episodes": args.episodes,
+                                       "seed": args.seed, "clip": args.clip, "seconds": round(seconds, 2),
+                                       **meta})
+    atomic_write_json(out / "history.json", history)
+    for t in tables:
+        seq = greedy(policy, t)
+        print(f"{t.source}: greedy {seq} acc {t.rows[seq].acc:.3f} rank {t.rank(seq)}/64")
+    print(f"learned in {seconds:.1f} s -> {out} (sha256 {digest[:12]})")
+    return 0
+
+
+def cmd_adapt_evaluate(args: argparse.Namespace) -> int:
+    """Play a policy greedily on tables; print and write each pick's rank and gap."""
+    from hetune.adapt.policy import evaluate
+    from hetune.sim.tomlfile import atomic_write_json
+
+    results = [evaluate(Path(args.policy), t, args.model) for t in args.tables]
+    for r in results:
+        noise = "" if r["gap_se"] is None or r["sequence"] == r["best_sequence"] else (
+            f" ({100 * r['gap_to_best']:.2f} points below it, se {100 * r['gap_se']:.2f}: "
+            f"{'within' if r['within_noise'] else 'outside'} the noise)")
+        print(f"{r['table']}: sequence {tuple(r['sequence'])} acc {r['accuracy']:.3f} rank {r['rank']}/64; "
+              f"best {tuple(r['best_sequence'])} acc {r['best_accuracy']:.3f}{noise}; "
+              f"no adaptation rank {r['no_adaptation_rank']} (policy {r['policy_sha256'][:12]})")
+    out = Path(args.out) if args.out else Path(args.policy) / "evaluation.json"
+    atomic_write_json(out, results)
+    return 0
+
+
+def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    """Add the adapt group and its subcommands to the parser."""
+    p = sub.add_parser("adapt", help="learn when to deepen a model (Net2Net) as a job gets more resources")
+    asub = p.add_subparsers(dest="adapt_command", required=True)
+    q = asub.add_parser("build-table", help="train every action sequence of a scenario for real")
+    q.add_argument("experiment", help="a scenario file (configs/adapt/adapt-*.toml)")
+    q.add_argument("--out", required=True, help="CSV to write")
+    q.add_argument("--repeats", type=int, default=1)
+    q.add_argument("--seed", type=int, default=0)
+    q.add_argument("--resume", action="store_true",
+                   help="keep the repeats already in --out and add repeats up to --repeats (same clock)")
+    q.add_argument("--clock", default="",
+                   help="cost model from `hetune adapt clock` (or another table's .cost.json) instead of "
+                        "measuring one: scenarios built on one clock differ by the scenario alone")
+    q.add_argument("--quiet", action="store_true")
+    add_set_option(q)
+    q.set_defaults(fn=cmd_adapt_build, needs_torch=True)
+    q = asub.add_parser("clock", help="measure what an epoch and an evaluation of each reachable model cost")
+    q.add_argument("experiment", help="a scenario file (its model and work per step, epoch and evaluation)")
+    q.add_argument("--out", required=True, help="JSON to write, for build-table --clock")
+    q.add_argument("--rounds", type=int, default=40, help="interleaved timed rounds; the fastest counts")
+    add_set_option(q)
+    q.set_defaults(fn=cmd_adapt_clock, needs_torch=True)
+    q = asub.add_parser("learn", help="REINFORCE on one or more tables")
+    q.add_argument("tables", nargs="+")
+    q.add_argument("--episodes", type=int, default=20_000)
+    q.add_argument("--seed", type=int, default=0)
+    q.add_argument("--model", default="", help="base model when a table has no model column")
+    q.add_argument("--init", default="", help="policy folder to start from: fine-tune a policy learned on other "
+                                              "scenarios on these tables (its folder is left as it is)")
+    q.add_argument("--clip", type=float, default=5.0,
+                   help="largest gradient norm of an update, 0 = no clipping (see adapt/policy.learn)")
+    q.add_argument("--out", required=True, help="policy folder")
+    q.set_defaults(fn=cmd_adapt_learn, needs_torch=True)
+    q = asub.add_parser("evaluate", help="greedy play of a policy on tables")
+    q.add_argument("policy", help="policy folder from learn")
+    q.add_argument("tables", nargs="+")
+    q.add_argument("--model", default="")
+    q.add_argument("--out", default="", help="JSON (default: <policy>/evaluation.json)")
+    q.set_defaults(fn=cmd_adapt_evaluate, needs_torch=True)

@@ -1,0 +1,149 @@
+"""Subcommands that measure or run for real (torch, Ray): calibrate, calibrate curves, validate, compare."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from hetune.common import add_set_option, int_list, shipped
+from hetune.sim.errors import ConfigError
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    """Measure step times through Ray, fit them and write a calibration TOML."""
+    from tqdm import tqdm
+
+    from hetune.calibrate.runner import CalibrateRequest, run_calibration
+
+    req = CalibrateRequest(cluster=args.cluster, models=[m.strip() for m in args.models.split(",") if m.strip()],
+                           batch_sizes=args.batch_sizes, steps=args.steps, out=args.out, warmup=args.warmup,
+                           repeat=args.repeat, holdout=args.holdout, merge=args.merge, resume=args.resume,
+                           address=args.address, data_dir=args.data_dir, stem=args.stem,
+                           devices=[d for d in args.devices.split(",") if d])
+    bars: list[Any] = []  # made on the first cell, so bad input prints only its error line
+
+    def progress(desc: str, done: int, total: int) -> None:
+        if not bars:
+            bars.append(tqdm(total=total, unit="cell", file=sys.stderr, disable=args.quiet))
+        bars[0].n = done
+        bars[0].set_description(desc)
+        bars[0].refresh()
+
+    result = run_calibration(req, report=lambda line: print(line, file=sys.stderr), progress=progress)
+    for b in bars:
+        b.close()
+    for (model, device), (fit, pts) in sorted(result["fits"].items()):
+        print(f"{model:<9} on {device:<10} step_time_s = {fit.alpha_s:.4f} + {fit.beta_s_per_sample:.6f} x batch  "
+              f"(R^2 {fit.r2:.3f}, largest residual {fit.max_rel_residual:.1%}, {len(pts)} batch sizes)")
+    for w in result["warnings"]:
+        print(f"warning: {w}", file=sys.stderr)
+    for h in result["holdout"]:
+        print(f"held-out {h['model']} on {h['device']} batch {h['batch']}: measured {h['measured_s']:.4f} s, "
+              f"predicted {h['predicted_s']:.4f} s, error {h['error']:+.1%}")
+    for sp in result["spread"]:
+        print(f"repeat spread {sp['model']} on {sp['device']} batch {sp['batch']}: {sp['spread']:.1%}")
+    for f in result["failed"]:
+        print(f"failed cell {f.model} on {f.device} batch {f.batch}: {f.reason}", file=sys.stderr)
+    print(f"wrote {args.out}")
+    return 1 if result["missing"] and not result["fits"] else 0
+
+
+def cmd_curves(args: argparse.Namespace) -> int:
+    """Fit the learning-curve surrogate (and trial-restart overheads) to recorded real runs."""
+    from hetune.calibrate.curves import write_curves
+
+    params, stats, restarts = write_curves(args.events, Path(args.out), args.model, args.dataset,
+                                           Path(args.calibration) if args.calibration else None)
+    for device, seconds in restarts.items():
+        print(f"{args.model} on {device}: trial restart overhead {seconds:.2f} s (median of recorded switches)")
+    print(f"{args.model}: max_accuracy {params.max_accuracy:.3f}, tau {params.tau_iterations:.1f} iterations, "
+          f"lr_opt {params.lr_opt:.4g}, width {params.width_decades} decades, noise {params.noise_std:.3f} "
+          f"(RMSE {stats['rmse']:.4f} over {stats['points']} accuracies) -> {args.out}")
+    return 0
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    """Run a strategy as a real Ray Tune PBT run (optionally repeated) and record it as events."""
+    from hetune.real.validate import run_validate
+
+    from hetune.real.repeat import summarize_repeats
+
+    if args.repeat < 1:
+        raise ConfigError("--repeat", "", f"must be >= 1, got {args.repeat}")
+    out = Path(args.out)
+    runs = []
+    for r in range(args.repeat):
+        run_out = out if args.repeat == 1 else out / f"repeat-{r}"
+        seed = (args.seed or 0) + r if args.repeat > 1 else args.seed
+        summary = run_validate(args.experiment, args.overrides, args.strategy, run_out, data_dir=args.data_dir,
+                               seed=seed, report_interval_s=args.report_interval, address=args.address,
+                               quiet=args.quiet, resume=args.resume)
+        ttt = summary["time_to_target_s"]
+        print(f"real run ({summary['strategy']}, seed {summary['seed']}): time to target "
+              f"{'never' if ttt is None else f'{ttt:,.0f} s'}, makespan {summary['makespan_s']:,.0f} s, "
+              f"best accuracy {summary['best_accuracy']:.3f}, exploits {summary['exploits']} -> {run_out}")
+        runs.append(summary)
+    if args.repeat > 1:
+        rep = summarize_repeats(runs, out / "repeats.json")
+        print(f"{args.repeat} repeats: runtime {rep['makespan_s']['mean']:,.1f} +/- {rep['makespan_s']['std']:,.1f} s, "
+              f"best accuracy {rep['best_accuracy']['mean']:.3f} +/- {rep['best_accuracy']['std']:.3f}")
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    """Compare a recorded real run with the simulator's prediction of it; writes fidelity.json."""
+    from hetune.real.compare import compare, format_fidelity
+
+    print(format_fidelity(compare(Path(args.run), args.overrides)))
+    return 0
+
+
+def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    """Add calibrate, calibrate-curves, validate and compare to the parser."""
+    p = sub.add_parser("calibrate", help="measure step times through Ray and fit the simulator's models")
+    p.add_argument("--cluster", default=str(shipped("clusters/local.toml")), help="cluster config naming the device types")
+    p.add_argument("--models", default="resnet18", help="comma-separated: resnet18 (CIFAR-10), resnet50 (CIFAR-100)")
+    p.add_argument("--batch-sizes", type=int_list, default=[32, 64, 128, 256])
+    p.add_argument("--holdout", type=int_list, default=[], help="batch sizes measured only to check the fit")
+    p.add_argument("--steps", type=int, default=20, help="timed steps per cell")
+    p.add_argument("--warmup", type=int, default=2, help="untimed steps per cell")
+    p.add_argument("--repeat", type=int, default=1, help="repeats per cell; the spread is reported")
+    p.add_argument("--devices", default="", help="only these device types (comma-separated)")
+    p.add_argument("--out", required=True, help="calibration TOML to write")
+    p.add_argument("--merge", action="store_true", help="keep the other device types already in --out")
+    p.add_argument("--resume", action="store_true", help="skip cells already in --out")
+    p.add_argument("--address", default="", help="existing Ray cluster (auto or ray://host:port); default: local")
+    p.add_argument("--data-dir", default="", help="folder with the CIFAR python folders; default: synthetic batches")
+    p.add_argument("--stem", default="imagenet", help="imagenet (torchvision as is) or cifar (3x3 stem, no pool)")
+    p.add_argument("--quiet", action="store_true")
+    p.set_defaults(fn=cmd_calibrate, needs_torch=True)
+
+    p = sub.add_parser("calibrate-curves", help="fit the learning-curve surrogate to recorded runs "
+                                                "(also: hetune calibrate curves ...)")
+    p.add_argument("events", nargs="+", help="events.jsonl files or run folders of real runs")
+    p.add_argument("--out", required=True, help="calibration file to write (the base plus [curves.<model>])")
+    p.add_argument("--calibration", default="", help="base calibration (default: the run folder's)")
+    p.add_argument("--model", default="resnet18")
+    p.add_argument("--dataset", default="cifar10", choices=["cifar10", "cifar100"])
+    p.set_defaults(fn=cmd_curves)
+
+    p = sub.add_parser("validate", help="run a strategy as a real Ray Tune PBT run, recorded as events")
+    p.add_argument("experiment")
+    p.add_argument("--strategy", default="best", help="a strategy, or best (the latest sweep's best)")
+    p.add_argument("--out", required=True, help="result folder")
+    p.add_argument("--data-dir", default="", help="folder holding the CIFAR python folders")
+    p.add_argument("--seed", type=int)
+    p.add_argument("--report-interval", type=float, default=300.0, help="seconds between status tables")
+    p.add_argument("--address", default="", help="a Ray cluster; default: emulate the cluster config here")
+    p.add_argument("--quiet", action="store_true", help="no status tables")
+    p.add_argument("--repeat", type=int, default=1, help="run N times (seeds seed..seed+N-1); writes repeats.json")
+    p.add_argument("--resume", action="store_true", help="continue an interrupted run in --out (Tuner.restore)")
+    add_set_option(p)
+    p.set_defaults(fn=cmd_validate, needs_torch=True)
+
+    p = sub.add_parser("compare", help="real run against the simulator's prediction of it")
+    p.add_argument("run", help="a folder written by validate")
+    add_set_option(p)
+    p.set_defaults(fn=cmd_compare)

@@ -1,0 +1,130 @@
+"""Subcommands that simulate and plot (no torch): strategies, simulate, sweep, plots."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from hetune.common import add_set_option, default_experiment
+from hetune.sim.errors import ConfigError
+
+
+def cmd_strategies(args: argparse.Namespace) -> int:
+    """Print the registered strategies, one line each."""
+    from hetune.sim import strategies
+
+    for name in strategies.names():
+        print(f"{name:<26}{strategies.REGISTRY[name].summary}")
+    return 0
+
+
+def cmd_simulate(args: argparse.Namespace) -> int:
+    """Simulate one PBT run and write its folder (events, summary, resolved config)."""
+    from hetune.sim.engine import simulate
+    from hetune.sim.loader import load_inputs
+    from hetune.sim.results import write_run
+
+    inputs = load_inputs(args.experiment, args.overrides)
+    strategy = args.strategy or inputs.experiment.strategy.name
+    inputs.strategy_params(strategy)
+    seed = inputs.experiment.experiment.seed if args.seed is None else args.seed
+    out = Path(args.out or f"results/{inputs.experiment.experiment.name}-{strategy}-s{seed}")
+    population = None
+    if args.replay:
+        from hetune.sim.events import read_events
+        from hetune.sim.replay import ReplayPopulation
+        population = ReplayPopulation(read_events(args.replay), args.replay)
+    adapt = None
+    if args.adapt_policy:
+        from hetune.adapt.hook import PolicyHook
+        adapt = PolicyHook(Path(args.adapt_policy))
+    result = simulate(inputs, strategy, seed, population, adapt)
+    summary = write_run(out, inputs, result.events, strategy, seed,
+                        extra={"replay_of": str(Path(args.replay).resolve())} if args.replay else None)
+    ttt = summary["time_to_target_s"]
+    print(f"{strategy} seed {seed}: time to target {'never' if ttt is None else f'{ttt:,.0f} s'}, "
+          f"makespan {summary['makespan_s']:,.0f} s, best accuracy {summary['best_accuracy']:.3f}, "
+          f"exploits {summary['exploits']}, cost ${summary['cost']:.2f} -> {out}")
+    return 0
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    """Simulate strategies x seeds, write the sweep folder and print the ranking."""
+    from tqdm import tqdm
+
+    from hetune.sim import strategies
+    from hetune.sim.loader import load_inputs
+    from hetune.sim.sweep import LocalExecutor, format_ranking, ranking, run_sweep
+
+    if args.seeds < 1:
+        raise ConfigError("--seeds", "", f"must be >= 1, got {args.seeds}")
+    if args.jobs < 1:
+        raise ConfigError("--jobs", "", f"must be >= 1, got {args.jobs}")
+    names = strategies.names() if args.strategies == "all" else [s.strip() for s in args.strategies.split(",") if s.strip()]
+    for n in names:
+        strategies.get_class(n, "--strategies")
+    inputs = load_inputs(args.experiment, args.overrides)
+    out = Path(args.out or f"results/sweep-{inputs.experiment.experiment.name}")
+    if args.address:
+        from hetune.real.ray_executor import RayExecutor
+        executor: Any = RayExecutor(args.address)
+    else:
+        executor = LocalExecutor(args.jobs)
+    bar = tqdm(total=len(names) * args.seeds, desc="sweep", unit="run", file=sys.stderr, disable=args.quiet)
+
+    def progress(done: int, total: int) -> None:
+        bar.n = done
+        bar.refresh()
+
+    rows = run_sweep(args.experiment, args.overrides, names, range(args.seeds), out, executor,
+                     resume=args.resume, progress=progress)
+    bar.close()
+    rank = ranking(rows)
+    print(format_ranking(rank))
+    print(f"best strategy: {rank[0]['strategy']}  (results in {out}/sweep.csv)")
+    return 0
+
+
+def cmd_plots(args: argparse.Namespace) -> int:
+    """Regenerate figures from result folders, sweep folders and calibration files."""
+    from hetune.plots.cli import run_plots
+
+    return run_plots(args.inputs, Path(args.out), all_results=args.all, pdf=args.pdf)
+
+
+def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    """Add strategies, simulate, sweep and plots to the parser."""
+    p = sub.add_parser("strategies", help="list registered strategies")
+    p.set_defaults(fn=cmd_strategies)
+
+    p = sub.add_parser("simulate", help="simulate one PBT run")
+    p.add_argument("experiment", nargs="?", default=default_experiment())
+    p.add_argument("--strategy", help="strategy name (default: the experiment's strategy.name)")
+    p.add_argument("--seed", type=int)
+    p.add_argument("--out", help="result folder")
+    p.add_argument("--replay", help="events.jsonl of a recorded run: re-time that exact population")
+    p.add_argument("--adapt-policy", help="policy folder from `hetune adapt learn`: deepen a trial's model when "
+                                          "a strategy moves it to a faster worker (approximate, see adapt/hook.py)")
+    add_set_option(p)
+    p.set_defaults(fn=cmd_simulate)
+
+    p = sub.add_parser("sweep", help="simulate strategies x seeds and rank the strategies")
+    p.add_argument("experiment", nargs="?", default=default_experiment())
+    p.add_argument("--strategies", default="all", help="'all' or a comma-separated list")
+    p.add_argument("--seeds", type=int, default=20, help="seeds 0..N-1 (default 20)")
+    p.add_argument("--jobs", type=int, default=2, help="parallel processes (default 2)")
+    p.add_argument("--out", help="sweep folder")
+    p.add_argument("--resume", action="store_true", help="keep finished cells in --out and run the rest")
+    p.add_argument("--address", help="run cells as Ray tasks on this Ray cluster (auto or ray://host:port)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_set_option(p)
+    p.set_defaults(fn=cmd_sweep)
+
+    p = sub.add_parser("plots", help="regenerate figures from result files")
+    p.add_argument("inputs", nargs="*", help="result folders, sweep folders, calibration TOML files")
+    p.add_argument("--all", action="store_true", help="every result folder under results/")
+    p.add_argument("--out", default="plots/figures")
+    p.add_argument("--pdf", action="store_true", help="also write PDFs")
+    p.set_defaults(fn=cmd_plots)

@@ -1,0 +1,94 @@
+"""What every subcommand shares: shipped configs, the --set option, and the torch check."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.resources
+from pathlib import Path
+
+from hetune.sim.errors import ConfigError
+
+DEFAULT_EXPERIMENT_NAME = "experiments/pbt-resnet18-cifar10.toml"
+
+
+def shipped(relpath: str = "") -> Path:
+    """A file or folder of the configs shipped with hetune (package data, found wherever it is installed).
+
+    Args:
+        relpath: path inside the configs folder, e.g. "clusters/gavel-12.toml".
+    """
+    return Path(str(importlib.resources.files("hetune.configs"))) / relpath
+
+
+def default_experiment() -> str:
+    """The shipped default experiment (PBT of ResNet-18 on CIFAR-10 on gavel-12)."""
+    return str(shipped(DEFAULT_EXPERIMENT_NAME))
+
+
+def resolve_config(arg: str) -> str:
+    """A config path as given when it exists, else the shipped config it names, else as given.
+
+    ``configs/experiments/x.toml`` (a checkout's path) and ``experiments/x.toml`` both name the
+    shipped file, so the README's commands work from any folder once hetune is installed; a path
+    that names nothing is returned unchanged so that the loader reports it as missing.
+
+    Args:
+        arg: a path typed by the user.
+    """
+    if not arg or Path(arg).expanduser().exists():
+        return arg
+    rel = Path(arg)
+    if rel.is_absolute():
+        return arg
+    parts = rel.parts[1:] if rel.parts[:1] == ("configs",) else rel.parts
+    candidate = shipped(str(Path(*parts))) if parts else None
+    return str(candidate) if candidate is not None and candidate.is_file() else arg
+
+
+def resolve_overrides(overrides: list[str]) -> list[str]:
+    """``--set`` values of ``*.path`` keys resolved like :func:`resolve_config`; the rest unchanged."""
+    out = []
+    for item in overrides:
+        key, sep, value = item.partition("=")
+        if sep and key.strip().endswith(".path"):
+            item = f"{key}={resolve_config(value.strip())}"
+        out.append(item)
+    return out
+
+
+def add_set_option(p: argparse.ArgumentParser) -> None:
+    """Add ``--set dotted.key=value`` (repeatable) to a subcommand."""
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override any config field, e.g. --set cluster.path=configs/clusters/hrfs-lab.toml")
+
+
+def int_list(text: str) -> list[int]:
+    """Parse "32,64,128" into integers (an argparse type)."""
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+
+
+class MissingExtra(Exception):
+    """A subcommand needs an optional dependency that is not installed."""
+
+
+def require_torch(command: str) -> None:
+    """Raise MissingExtra in one line unless torch and torchvision import.
+
+    Args:
+        command: the subcommand that needs them, named in the message.
+    """
+    try:
+        import torch  # noqa: F401
+        import torchvision  # noqa: F401
+    except ImportError as exc:
+        raise MissingExtra(f"`hetune {command}` trains real networks and needs torch ({exc}); "
+                           f"install them with: pip install 'hetune[real]'") from None
+
+
+def positive(value: int, flag: str) -> None:
+    """Refuse a count below 1 with a ConfigError naming the flag."""
+    if value < 1:
+        raise ConfigError(flag, "", f"must be >= 1, got {value}")
