@@ -122,6 +122,8 @@ def test_evaluate_says_whether_the_pick_is_within_the_noise(tmp_path, capsys):
     assert "points below it" in capsys.readouterr().out
 
 
+@pytest.mark.slow
+@pytest.mark.torch
 def test_a_gradient_spike_does_not_lock_learning_onto_a_bad_sequence():
     """The convnet3 early-middle table (its first 4 repeats, results/adapt6) on which, without
     clipping, one update of norm 34 late in the schedule made seed 4 play the 54th sequence on the

@@ -17,6 +17,8 @@ TINY = ('[adapt]\nname = "tiny"\nmodel = "convnet2"\nbudget_s = 120.0\n'
         'test_samples = 32\nfinal_test_samples = 64\nbatch_size = 32\nimage_size = 8\n')
 
 
+@pytest.mark.slow
+@pytest.mark.torch
 def test_build_table_trains_every_sequence_and_resumes(tmp_path, capsys):
     scen = tmp_path / "s.toml"
     scen.write_text(TINY)
@@ -70,6 +72,8 @@ def test_build_table_trains_every_sequence_and_resumes(tmp_path, capsys):
     assert read_table(out).rows[(3, 3, 3)].acc >= 0
 
 
+@pytest.mark.slow
+@pytest.mark.torch
 def test_scenarios_built_on_one_clock_differ_by_the_scenario_alone(tmp_path, capsys, monkeypatch):
     from hetune.adapt.clock import EpochCost
 
@@ -111,6 +115,8 @@ def test_scenarios_built_on_one_clock_differ_by_the_scenario_alone(tmp_path, cap
     assert main(["adapt", "clock", str(early), "--out", str(clock), "--rounds", "0"]) == 2
 
 
+@pytest.mark.slow
+@pytest.mark.torch
 def test_base_epoch_s_makes_a_table_the_same_on_a_host_twice_as_slow(tmp_path, capsys):
     scen = tmp_path / "tiny.toml"
     scen.write_text(TINY + "base_epoch_s = 10.0\n")
@@ -140,6 +146,8 @@ def test_base_epoch_s_makes_a_table_the_same_on_a_host_twice_as_slow(tmp_path, c
     assert "base_epoch_s" in err and len(err.strip().splitlines()) == 1 and not (tmp_path / "bad.csv").exists()
 
 
+@pytest.mark.slow
+@pytest.mark.torch
 @pytest.mark.parametrize("ema_decay", [0.0, 0.5])
 def test_sequences_sharing_a_prefix_get_what_each_trained_alone_gets(ema_decay):
     import copy

@@ -71,6 +71,9 @@ def probed(tmp_path_factory):
     return tmp, req, out, result, lines
 
 
+@pytest.mark.slow
+@pytest.mark.ray
+@pytest.mark.torch
 def test_local_probe_writes_a_file_the_simulator_loads(probed, tmp_path):
     tmp, _, out, result, lines = probed
     cal = load_calibration(out)
@@ -89,6 +92,9 @@ def test_local_probe_writes_a_file_the_simulator_loads(probed, tmp_path):
     assert simulate(inputs, "tune-default", 0).trials[0].status == "stopped"
 
 
+@pytest.mark.slow
+@pytest.mark.ray
+@pytest.mark.torch
 def test_resume_skips_finished_cells(probed):
     tmp, req, out, _, _ = probed
     before = {(s.device, s.batch): s.step_time_s for s in load_calibration(out).samples if s.ok and s.device.startswith("cpu-")}

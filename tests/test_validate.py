@@ -10,6 +10,8 @@ import sys
 import pytest
 
 from conftest import REPO
+
+pytestmark = [pytest.mark.slow, pytest.mark.ray, pytest.mark.torch]  # real Ray Tune runs: minutes
 from hetune.cli import main
 from hetune.sim.events import read_events
 
