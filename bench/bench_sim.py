@@ -12,6 +12,7 @@ Targets (issue 2): default < 0.5 s; sweep < 60 s; 10,000 trials < 120 s and < 2 
 
 from __future__ import annotations
 
+import tomllib
 import json
 import resource
 import subprocess
@@ -20,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-import toml
+import tomli_w
 
 REPO = Path(__file__).resolve().parents[1]
 EXP = REPO / "configs/experiments/pbt-resnet18-cifar10.toml"
@@ -56,11 +57,11 @@ def scale_point(trials: int, strategy: str) -> dict:
     from hetune.sim.loader import load_inputs
 
     with tempfile.TemporaryDirectory() as d:
-        cluster = toml.loads((REPO / "configs/clusters/gavel-12.toml").read_text())
+        cluster = tomllib.loads((REPO / "configs/clusters/gavel-12.toml").read_text())
         cluster["cluster"]["name"] = "scale-4096"
         for node in cluster["nodes"]:
             node["count"] = 1024 // 3 + (1 if node["device"] == "v100" else 0)  # 341 + 341 + 342 nodes
-        Path(d, "cluster.toml").write_text(toml.dumps(cluster))
+        Path(d, "cluster.toml").write_text(tomli_w.dumps(cluster))
         inputs = load_inputs(EXP, [f"cluster.path={d}/cluster.toml", f"experiment.population={trials}"])
         devices = sum(n.count * n.gpus for n in inputs.cluster.nodes)
         t0 = time.perf_counter()

@@ -7,7 +7,8 @@ import math
 import sys
 from pathlib import Path
 
-from hetune.common import add_set_option
+from hetune.common import add_force_option, add_set_option
+from hetune.sim.outdir import claim_file, claim_folder
 from hetune.sim.errors import ConfigError
 
 
@@ -22,6 +23,7 @@ def cmd_adapt_build(args: argparse.Namespace) -> int:
     if args.repeats < 1:
         raise ConfigError("--repeats", "", f"must be >= 1, got {args.repeats}")
     scenario = load_scenario(args.experiment, args.overrides)
+    claim_file(Path(args.out), keep=args.resume, force=args.force)
     clock = read_clock(scenario, args.clock) if args.clock else None
     bar = tqdm(total=64 * args.repeats, unit="seq", file=sys.stderr, disable=args.quiet, desc=scenario.name)
 
@@ -48,6 +50,7 @@ def cmd_adapt_clock(args: argparse.Namespace) -> int:
     if args.rounds < 1:
         raise ConfigError("--rounds", "", f"must be >= 1, got {args.rounds}")
     scenario = load_scenario(args.experiment, args.overrides)
+    claim_file(Path(args.out), force=args.force, keep_flags="")
     cost = measure_clock(scenario, rounds=args.rounds)
     atomic_write_json(Path(args.out), cost.to_json())
     epoch, ev = cost.measured(SMALL_MODELS[scenario.model]()) or (math.nan, math.nan)
@@ -76,6 +79,7 @@ def cmd_adapt_learn(args: argparse.Namespace) -> int:
         init, init_digest = load_policy(Path(args.init))
         meta = {"init": args.init, "init_sha256": init_digest}
     tables = [read_table(t, args.model) for t in args.tables]
+    claim_folder(out, force=args.force, can_resume=False)
     t0 = time.perf_counter()
     policy, history = learn(tables, episodes=args.episodes, seed=args.seed, init=init, clip=args.clip)
     seconds = time.perf_counter() - t0
@@ -115,6 +119,7 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
     q = asub.add_parser("build-table", help="train every action sequence of a scenario for real")
     q.add_argument("experiment", help="a scenario file (configs/adapt/adapt-*.toml)")
     q.add_argument("--out", required=True, help="CSV to write")
+    add_force_option(q, "table")
     q.add_argument("--repeats", type=int, default=1)
     q.add_argument("--seed", type=int, default=0)
     q.add_argument("--resume", action="store_true",
@@ -128,6 +133,7 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
     q = asub.add_parser("clock", help="measure what an epoch and an evaluation of each reachable model cost")
     q.add_argument("experiment", help="a scenario file (its model and work per step, epoch and evaluation)")
     q.add_argument("--out", required=True, help="JSON to write, for build-table --clock")
+    add_force_option(q, "clock")
     q.add_argument("--rounds", type=int, default=40, help="interleaved timed rounds; the fastest counts")
     add_set_option(q)
     q.set_defaults(fn=cmd_adapt_clock, needs_torch=True)
@@ -141,6 +147,7 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
     q.add_argument("--clip", type=float, default=5.0,
                    help="largest gradient norm of an update, 0 = no clipping (see adapt/policy.learn)")
     q.add_argument("--out", required=True, help="policy folder")
+    add_force_option(q, "policy")
     q.set_defaults(fn=cmd_adapt_learn, needs_torch=True)
     q = asub.add_parser("evaluate", help="greedy play of a policy on tables")
     q.add_argument("policy", help="policy folder from learn")

@@ -7,7 +7,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from hetune.common import add_set_option, int_list, shipped
+from hetune.common import add_force_option, add_set_option, add_size_option, int_list, shipped
+from hetune.sim.outdir import claim_file, claim_folder
 from hetune.sim.errors import ConfigError
 
 
@@ -17,6 +18,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
     from hetune.calibrate.runner import CalibrateRequest, run_calibration
 
+    claim_file(Path(args.out), keep=args.merge or args.resume, force=args.force, keep_flags="--resume or --merge")
     req = CalibrateRequest(cluster=args.cluster, models=[m.strip() for m in args.models.split(",") if m.strip()],
                            batch_sizes=args.batch_sizes, steps=args.steps, out=args.out, warmup=args.warmup,
                            repeat=args.repeat, holdout=args.holdout, merge=args.merge, resume=args.resume,
@@ -54,6 +56,7 @@ def cmd_curves(args: argparse.Namespace) -> int:
     """Fit the learning-curve surrogate (and trial-restart overheads) to recorded real runs."""
     from hetune.calibrate.curves import write_curves
 
+    claim_file(Path(args.out), force=args.force, keep_flags="")
     params, stats, restarts = write_curves(args.events, Path(args.out), args.model, args.dataset,
                                            Path(args.calibration) if args.calibration else None)
     for device, seconds in restarts.items():
@@ -69,10 +72,17 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from hetune.real.validate import run_validate
 
     from hetune.real.repeat import summarize_repeats
+    from hetune.sim.loader import load_inputs
+    from hetune.sim.size import check_size
 
     if args.repeat < 1:
         raise ConfigError("--repeat", "", f"must be >= 1, got {args.repeat}")
+    if args.seed is not None and args.seed < 0:
+        raise ConfigError("--seed", "", f"must be >= 0, got {args.seed}")
     out = Path(args.out)
+    # bad input (and a population too large to handle) is refused before anything is moved aside
+    check_size(load_inputs(args.experiment, args.overrides), args.max_events)
+    claim_folder(out, resume=args.resume, force=args.force)
     runs = []
     for r in range(args.repeat):
         run_out = out if args.repeat == 1 else out / f"repeat-{r}"
@@ -114,6 +124,7 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
     p.add_argument("--out", required=True, help="calibration TOML to write")
     p.add_argument("--merge", action="store_true", help="keep the other device types already in --out")
     p.add_argument("--resume", action="store_true", help="skip cells already in --out")
+    add_force_option(p, "calibration file")
     p.add_argument("--address", default="", help="existing Ray cluster (auto or ray://host:port); default: local")
     p.add_argument("--data-dir", default="", help="folder with the CIFAR python folders; default: synthetic batches")
     p.add_argument("--stem", default="imagenet", help="imagenet (torchvision as is) or cifar (3x3 stem, no pool)")
@@ -124,6 +135,7 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
                                                 "(also: hetune calibrate curves ...)")
     p.add_argument("events", nargs="+", help="events.jsonl files or run folders of real runs")
     p.add_argument("--out", required=True, help="calibration file to write (the base plus [curves.<model>])")
+    add_force_option(p, "calibration file")
     p.add_argument("--calibration", default="", help="base calibration (default: the run folder's)")
     p.add_argument("--model", default="resnet18")
     p.add_argument("--dataset", default="cifar10", choices=["cifar10", "cifar100"])
@@ -140,6 +152,8 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
     p.add_argument("--quiet", action="store_true", help="no status tables")
     p.add_argument("--repeat", type=int, default=1, help="run N times (seeds seed..seed+N-1); writes repeats.json")
     p.add_argument("--resume", action="store_true", help="continue an interrupted run in --out (Tuner.restore)")
+    add_force_option(p, "run")
+    add_size_option(p)
     add_set_option(p)
     p.set_defaults(fn=cmd_validate, needs_torch=True)
 

@@ -7,7 +7,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from hetune.common import add_set_option, default_experiment
+from hetune.common import add_force_option, add_set_option, add_size_option, default_experiment
+from hetune.sim.size import check_size
 from hetune.sim.errors import ConfigError
 
 
@@ -24,13 +25,18 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     """Simulate one PBT run and write its folder (events, summary, resolved config)."""
     from hetune.sim.engine import simulate
     from hetune.sim.loader import load_inputs
+    from hetune.sim.outdir import claim_folder
     from hetune.sim.results import write_run
 
     inputs = load_inputs(args.experiment, args.overrides)
     strategy = args.strategy or inputs.experiment.strategy.name
     inputs.strategy_params(strategy)
+    check_size(inputs, args.max_events)
     seed = inputs.experiment.experiment.seed if args.seed is None else args.seed
+    if seed < 0:
+        raise ConfigError("--seed", "", f"must be >= 0, got {seed}")
     out = Path(args.out or f"results/{inputs.experiment.experiment.name}-{strategy}-s{seed}")
+    claim_folder(out, force=args.force, can_resume=False)
     population = None
     if args.replay:
         from hetune.sim.events import read_events
@@ -56,6 +62,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
     from hetune.sim import strategies
     from hetune.sim.loader import load_inputs
+    from hetune.sim.outdir import claim_folder
     from hetune.sim.sweep import LocalExecutor, format_ranking, ranking, run_sweep
 
     if args.seeds < 1:
@@ -66,7 +73,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     for n in names:
         strategies.get_class(n, "--strategies")
     inputs = load_inputs(args.experiment, args.overrides)
+    check_size(inputs, args.max_events)
     out = Path(args.out or f"results/sweep-{inputs.experiment.experiment.name}")
+    claim_folder(out, resume=args.resume, force=args.force)
     if args.address:
         from hetune.real.ray_executor import RayExecutor
         executor: Any = RayExecutor(args.address)
@@ -104,6 +113,8 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
     p.add_argument("--strategy", help="strategy name (default: the experiment's strategy.name)")
     p.add_argument("--seed", type=int)
     p.add_argument("--out", help="result folder")
+    add_force_option(p, "run")
+    add_size_option(p)
     p.add_argument("--replay", help="events.jsonl of a recorded run: re-time that exact population")
     p.add_argument("--adapt-policy", help="policy folder from `hetune adapt learn`: deepen a trial's model when "
                                           "a strategy moves it to a faster worker (approximate, see adapt/hook.py)")
@@ -117,6 +128,8 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
     p.add_argument("--jobs", type=int, default=2, help="parallel processes (default 2)")
     p.add_argument("--out", help="sweep folder")
     p.add_argument("--resume", action="store_true", help="keep finished cells in --out and run the rest")
+    add_force_option(p, "sweep")
+    add_size_option(p)
     p.add_argument("--address", help="run cells as Ray tasks on this Ray cluster (auto or ray://host:port)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     add_set_option(p)

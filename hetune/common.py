@@ -62,6 +62,20 @@ def add_set_option(p: argparse.ArgumentParser) -> None:
                    help="override any config field, e.g. --set cluster.path=configs/clusters/hrfs-lab.toml")
 
 
+def add_force_option(p: argparse.ArgumentParser, what: str = "result") -> None:
+    """Add ``--force``: replace an existing result, keeping the old one under a timestamped name."""
+    p.add_argument("--force", action="store_true",
+                   help=f"replace an existing {what} in --out (the old one is renamed <name>.replaced-<time>)")
+
+
+def add_size_option(p: argparse.ArgumentParser) -> None:
+    """Add ``--max-events``: the largest simulation (estimated events) that starts without asking."""
+    from hetune.sim.size import DEFAULT_MAX_EVENTS
+
+    p.add_argument("--max-events", type=int, default=DEFAULT_MAX_EVENTS,
+                   help=f"refuse a simulation estimated past this many events (default {DEFAULT_MAX_EVENTS:,})")
+
+
 def int_list(text: str) -> list[int]:
     """Parse "32,64,128" into integers (an argparse type)."""
     try:

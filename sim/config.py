@@ -34,6 +34,8 @@ class Mutation:
         else:
             if not self.low < self.high:
                 yield "high", f"must be > low ({self.low}), got {self.high}"
+            elif not math.isfinite(self.high - self.low):  # numpy cannot sample such a range
+                yield "high", f"high - low must be a finite number, got {self.high} - {self.low}"
             if self.kind == "loguniform" and self.low <= 0:
                 yield "low", f"must be > 0 for loguniform, got {self.low}"
 
@@ -148,8 +150,10 @@ class ExperimentInfo:
             yield "checkpoint_interval", f"must be >= 1, got {self.checkpoint_interval}"
         if self.max_failures < 0:
             yield "max_failures", f"must be >= 0, got {self.max_failures}"
-        if self.eval_samples < 1:
-            yield "eval_samples", f"must be >= 1, got {self.eval_samples}"
+        if self.seed < 0:  # numpy's SeedSequence takes non-negative integers
+            yield "seed", f"must be >= 0, got {self.seed}"
+        if not 1 <= self.eval_samples <= 10_000:  # the CIFAR test set holds 10,000 images
+            yield "eval_samples", f"must be in [1, 10000], got {self.eval_samples}"
 
     @property
     def num_classes(self) -> int:
@@ -183,8 +187,8 @@ class RealConfig:
     def check(self) -> Iterator[tuple[str, str]]:
         if self.threads < 1:
             yield "threads", f"must be >= 1, got {self.threads}"
-        if self.synthetic_train < 1:
-            yield "synthetic_train", f"must be >= 1, got {self.synthetic_train}"
+        if not 1 <= self.synthetic_train <= 50_000:  # CIFAR's training set size: written to disk before a run
+            yield "synthetic_train", f"must be in [1, 50000], got {self.synthetic_train}"
 
 
 @dataclass(frozen=True)

@@ -62,6 +62,10 @@ def load_inputs(path: str | Path, overrides: list[str] | None = None) -> RunInpu
             sec["path"] = _resolve(sec["path"], base)
     raw = apply_overrides(raw, overrides or [])
     exp = from_mapping(ExperimentConfig, raw, where)
+    for section in ("cluster", "calibration"):
+        named = getattr(exp, section).path
+        if not Path(named).is_file():  # name the key that points at nothing, not only the path
+            raise ConfigError(where, f"{section}.path", f"{named} is not a file")
     cluster = load_cluster(exp.cluster.path)
     calibration = load_calibration(exp.calibration.path)
     for name in exp.strategies:

@@ -9,6 +9,7 @@ Value constraints live in each dataclass's ``check()`` method, which returns
 from __future__ import annotations
 
 import dataclasses
+import math
 import types
 import typing
 from typing import Any, Literal, Mapping, TypeVar, get_args, get_origin, get_type_hints
@@ -16,6 +17,9 @@ from typing import Any, Literal, Mapping, TypeVar, get_args, get_origin, get_typ
 from hetune.sim.errors import ConfigError
 
 T = TypeVar("T")
+
+# TOML integers are 64-bit; larger ones (which Python parses happily) overflow numpy and Ray.
+INT_LIMIT = 2**63 - 1
 
 _MISSING = dataclasses.MISSING
 
@@ -91,11 +95,19 @@ def convert(tp: Any, value: Any, where: str, key: str) -> Any:
     if tp is int:
         if isinstance(value, bool) or not isinstance(value, int):
             raise ConfigError(where, key, f"must be an integer, got {value!r}")
+        if abs(value) > INT_LIMIT:
+            raise ConfigError(where, key, f"must fit in 64 bits, got {value}")
         return value
     if tp is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ConfigError(where, key, f"must be a number, got {value!r}")
-        return float(value)
+        try:
+            number = float(value)
+        except OverflowError:  # an integer beyond the float range
+            number = math.inf
+        if not math.isfinite(number):
+            raise ConfigError(where, key, f"must be a finite number, got {value!r}")
+        return number
     if tp is str:
         if not isinstance(value, str):
             raise ConfigError(where, key, f"must be a string, got {value!r}")
@@ -112,6 +124,8 @@ def from_mapping(cls: type[T], data: Mapping[str, Any], where: str, prefix: str 
         where: file name for messages.
         prefix: dotted key of the table inside the file.
     """
+    if not isinstance(data, Mapping):
+        raise ConfigError(where, prefix, f"must be a table, got {data!r}")
     hints = get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
     for k in data:

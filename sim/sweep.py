@@ -254,8 +254,8 @@ def run_sweep(experiment: str, overrides: list[str], strategies: list[str], seed
 def _toml_roundtrip(data: dict[str, Any]) -> dict[str, Any]:
     import tomllib
 
-    import toml
-    return tomllib.loads(toml.dumps(data))
+    import tomli_w
+    return tomllib.loads(tomli_w.dumps(data))
 
 
 def _json_safe(rank: list[dict[str, Any]]) -> list[dict[str, Any]]:

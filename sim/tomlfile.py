@@ -10,7 +10,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-import toml
+import tomli_w
 
 from hetune.sim.errors import ConfigError
 
@@ -114,7 +114,7 @@ def atomic_write_text(path: str | Path, text: str) -> None:
 def atomic_write_toml(path: str | Path, data: dict[str, Any], header: str = "") -> None:
     """Write a mapping as TOML atomically, after an optional comment header (one '# ' per line)."""
     comment = "".join(f"# {line}".rstrip() + "\n" for line in header.splitlines())
-    atomic_write_text(path, comment + ("\n" if comment else "") + toml.dumps(data))
+    atomic_write_text(path, comment + ("\n" if comment else "") + tomli_w.dumps(data))
 
 
 def atomic_write_json(path: str | Path, data: Any) -> None:

@@ -1,12 +1,14 @@
-"""Small, exact configs written into tmp_path for tests."""
+"""Shared test helpers: small, exact configs and adaptation tables written into tmp_path."""
 
 from __future__ import annotations
 
+import csv
+import itertools
 from pathlib import Path
 from typing import Any
 
 import pytest
-import toml
+import tomli_w
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -38,9 +40,9 @@ def write_setup(tmp: Path, *, population: int = 4, stop: int = 100, interval: in
     }
     for k, v in (extra or {}).items():
         exp.setdefault(k, {}).update(v)
-    (tmp / "cluster.toml").write_text(toml.dumps(cluster))
-    (tmp / "calib.toml").write_text(toml.dumps(calib))
-    (tmp / "exp.toml").write_text(toml.dumps(exp))
+    (tmp / "cluster.toml").write_text(tomli_w.dumps(cluster))
+    (tmp / "calib.toml").write_text(tomli_w.dumps(calib))
+    (tmp / "exp.toml").write_text(tomli_w.dumps(exp))
     return tmp / "exp.toml"
 
 
@@ -53,3 +55,34 @@ def setup(tmp_path: Path):
 @pytest.fixture
 def default_experiment() -> Path:
     return REPO / "configs" / "experiments" / "pbt-resnet18-cifar10.toml"
+
+
+# Adaptation tables (test_adapt, test_plots, test_outdir)
+COLS = ["a1", "a2", "a3", "t1", "t2", "t3", "total_time", "acc", "model"]
+
+
+def write_table(path: Path, best: tuple[int, int, int] = (1, 0, 3), model: str = "convnet2",
+                drop: int | None = None, bad: dict[str, Any] | None = None) -> Path:
+    """A synthetic 64-row adaptation table whose best sequence is ``best``; ``drop`` removes a row,
+    ``bad`` overwrites fields of row 5 (for refusal tests)."""
+    rows = []
+    for seq in itertools.product(range(4), repeat=3):
+        acc = 0.5 + 0.1 * sum(a == b for a, b in zip(seq, best)) + 0.01 * seq[2]
+        rows.append({"a1": seq[0], "a2": seq[1], "a3": seq[2], "t1": 300, "t2": 250 - 10 * seq[0],
+                     "t3": 200 - 10 * (seq[0] + seq[1]), "total_time": 400, "acc": round(min(acc, 1.0), 4),
+                     "model": model})
+    if drop is not None:
+        rows.pop(drop)
+    if bad is not None:
+        rows[5].update(bad)
+    extra = sorted({k for r in rows for k in r} - set(COLS))  # optional columns (acc_se, acc_runs)
+    write_rows(path, rows, COLS + extra)
+    return path
+
+
+def write_rows(path: Path, rows: list[dict[str, Any]], fields: list[str]) -> None:
+    """Rows (dicts) as a CSV with these columns."""
+    with open(path, "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=fields)
+        w.writeheader()
+        w.writerows(rows)

@@ -4,7 +4,6 @@ simulator hook. Building tables is tests/test_adapt_table.py."""
 from __future__ import annotations
 
 import csv
-import itertools
 import json
 import math
 
@@ -14,32 +13,7 @@ from conftest import REPO
 from hetune.cli import main
 from hetune.adapt.tables import read_table
 
-COLS = ["a1", "a2", "a3", "t1", "t2", "t3", "total_time", "acc", "model"]
-
-
-def write_table(path, best=(1, 0, 3), model="convnet2", drop=None, bad=None):
-    rows = []
-    for seq in itertools.product(range(4), repeat=3):
-        acc = 0.5 + 0.1 * sum(a == b for a, b in zip(seq, best)) + 0.01 * seq[2]
-        rows.append({"a1": seq[0], "a2": seq[1], "a3": seq[2], "t1": 300, "t2": 250 - 10 * seq[0],
-                     "t3": 200 - 10 * (seq[0] + seq[1]), "total_time": 400, "acc": round(min(acc, 1.0), 4),
-                     "model": model})
-    if drop is not None:
-        rows.pop(drop)
-    if bad is not None:
-        rows[5].update(bad)
-    extra = sorted({k for r in rows for k in r} - set(COLS))  # optional columns (acc_se, acc_runs)
-    write_rows(path, rows, COLS + extra)
-    return path
-
-
-def write_rows(path, rows, fields):
-    """Rows (dicts) as a CSV with these columns."""
-    with open(path, "w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=fields)
-        w.writeheader()
-        w.writerows(rows)
-
+from conftest import COLS, write_rows, write_table
 
 @pytest.mark.parametrize("kwargs,needle", [
     ({"drop": 7}, "1 of 64 action sequences missing"),

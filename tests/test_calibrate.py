@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import tomllib
 import shutil
 
 import numpy as np
 import pytest
-import toml
+import tomli_w
 
 from hetune.real.discovery import discover, local_resources
 from hetune.calibrate.fit import amdahl_parallel_fraction, fit_step_time
@@ -58,10 +59,10 @@ def probed(tmp_path_factory):
     entries must survive; a v100 type absent from Ray must be reported as failed cells.
     """
     tmp = tmp_path_factory.mktemp("cal")
-    cluster = toml.loads(LOCAL.read_text())
+    cluster = tomllib.loads(LOCAL.read_text())
     cluster["devices"]["v100"] = {"kind": "gpu", "accelerator_type": "V100"}
     cluster["nodes"].append({"name": "gpu", "device": "v100", "gpus": 1, "cpus": 1})
-    (tmp / "cluster.toml").write_text(toml.dumps(cluster))
+    (tmp / "cluster.toml").write_text(tomli_w.dumps(cluster))
     out = tmp / "cal.toml"
     shutil.copy(REPO / "configs/calibration/reference.toml", out)
     req = CalibrateRequest(cluster=str(tmp / "cluster.toml"), models=["resnet18"], batch_sizes=[8, 16], steps=2,

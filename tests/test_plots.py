@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO
+from conftest import REPO, write_table
 from hetune.cli import main
 
 
@@ -64,7 +64,6 @@ def test_fidelity_and_adaptation_figures(results, tmp_path):
     from hetune.plots.adapt_figure import adaptation
     from hetune.plots.fidelity_figure import fidelity
     from hetune.sim.events import read_events
-    from test_adapt import write_table
 
     events = read_events(results / "run" / "events.jsonl")
     fid = {"strategy": "tune-default", "makespan_error_pct": -10.0, "time_to_target_error_pct": 5.0,

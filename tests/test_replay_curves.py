@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+import tomllib
 import json
 
 import pytest
-import toml
 
 from conftest import REPO
 from hetune.cli import main
@@ -68,4 +68,4 @@ def test_calibrate_curves_recovers_the_surrogate(tmp_path, capsys):
     assert fitted.noise_std < 0.03
     # the simulator reads them: --set calibration.path uses the fitted curves
     assert main(["simulate", str(EXP), "--set", f"calibration.path={cal}", "--out", str(tmp_path / "s")]) == 0
-    assert "curves" in toml.loads(cal.read_text())
+    assert "curves" in tomllib.loads(cal.read_text())
