@@ -12,6 +12,7 @@ import pytest
 from conftest import REPO
 from hetune.cli import main
 from hetune.adapt.tables import read_table
+from hetune.sim.errors import ConfigError
 
 from conftest import COLS, write_rows, write_table
 
@@ -40,7 +41,7 @@ def test_model_column_or_flag(tmp_path):
         w = csv.DictWriter(fh, fieldnames=COLS[:-1], extrasaction="ignore")
         w.writeheader()
         w.writerows(rows)
-    with pytest.raises(Exception, match="--model"):
+    with pytest.raises(ConfigError, match="--model"):
         read_table(tmp_path / "n.csv")
     assert read_table(tmp_path / "n.csv", "convnet3").model == "convnet3"
 

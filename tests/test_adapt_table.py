@@ -28,18 +28,15 @@ def test_build_table_trains_every_sequence_and_resumes(tmp_path, capsys):
     # a second repeat added to the first, on the clock measured for the first
     assert main(["adapt", "build-table", str(scen), "--out", str(out), "--quiet", "--repeats", "2",
                  "--resume"]) == 0
-    table = read_table(out)
-    assert len(table.rows) == 64
+    table = read_table(out)  # the reader refuses a table without 64 rows or with accuracies outside [0, 1]
     for seq, r in table.rows.items():
         assert r.total_time == 120.0 and r.times_left[0] >= r.times_left[1] >= r.times_left[2] >= 0
         assert max(abs(a - b) for a, b in zip(r.times_left, one.rows[seq].times_left)) < 1e-3
-        assert 0.0 <= r.acc <= 1.0
         # the mean of 2 final accuracies, each measured on 64 images (not the 32 evaluated while training)
         assert abs(r.acc * 128 - round(r.acc * 128)) < 1e-3
     with out.open() as fh:
         raw = list(csv.DictReader(fh))
     assert {row["repeats"] for row in raw} == {"2"}
-    assert all(float(row["acc_se"]) >= 0 for row in raw)
     assert any(float(row["acc_se"]) > 0 for row in raw)  # two seeds do not train identically
     for row in raw:
         runs = [float(a) for a in row["acc_runs"].split()]
@@ -69,7 +66,8 @@ def test_build_table_trains_every_sequence_and_resumes(tmp_path, capsys):
         assert main(["adapt", "build-table", str(scen), "--out", str(out), "--quiet", "--repeats", repeats,
                      "--resume"]) == 0
         assert len(next(csv.DictReader(out.open()))["acc_runs"].split()) == int(repeats)
-    assert read_table(out).rows[(3, 3, 3)].acc >= 0
+    four = read_table(out)
+    assert all(len(r.runs) == 4 and abs(sum(r.runs) / 4 - r.acc) < 1e-4 for r in four.rows.values())
 
 
 @pytest.mark.slow

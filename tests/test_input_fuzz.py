@@ -49,6 +49,8 @@ def like(original: Any) -> st.SearchStrategy[Any]:
     if isinstance(original, int):
         span = 3 * abs(original) + 3
         return st.one_of(st.integers(-span, span), st.sampled_from([0, -1, original * 1000, 2**62]), NUMBERS)
+    if isinstance(original, float) and not math.isfinite(original):  # an earlier edit made it nan or inf
+        return NUMBERS
     if isinstance(original, float):
         span = min(3 * abs(original) + 3.0, 1e300)
         return st.one_of(st.floats(-span, span), st.floats(0.0, 1.0), NUMBERS)
