@@ -21,12 +21,13 @@ from pathlib import Path
 
 import torch
 
-from hetune.adapt.policy import load_policy, state_features
 from hetune.adapt.net2net import SMALL_MODELS, count_parameters, deepen
+from hetune.adapt.policy import load_policy, state_features
+from hetune.sim.hooks import MoveEffect
 
 
 class PolicyHook:
-    """AdaptHook (sim.engine) backed by a policy folder.
+    """A move hook (sim.hooks.MoveHook) backed by a policy folder: a move to a faster worker is an "up".
 
     Args:
         policy_dir: folder written by ``hetune adapt learn``.
@@ -47,8 +48,16 @@ class PolicyHook:
         except Exception:  # the tables may have moved: fall back to the scenarios' model
             return "convnet2"
 
+    def on_move(self, trial: int, from_step_s: float, to_step_s: float, time_left_fraction: float) -> MoveEffect | None:
+        """On a move to a faster worker, the policy's deepening and its step-time factor (logged as "adapt")."""
+        if to_step_s >= from_step_s:
+            return None
+        actions, factor = self.on_up(trial, time_left_fraction)
+        return MoveEffect(factor, "adapt", {"actions": list(actions)})
+
     @torch.no_grad()
     def on_up(self, trial: int, time_left_fraction: float) -> tuple[list[int], float]:
+        """Deepening actions the policy plays greedily with this time left, and the parameter ratio they cost."""
         key = round(time_left_fraction * 20)  # 5% buckets: the same situation gets the same answer
         if key not in self._cache:
             model = SMALL_MODELS[self.model]()

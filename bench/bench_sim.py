@@ -37,7 +37,7 @@ def bench_default() -> dict:
         times = []
         for seed in range(5):
             t0 = time.perf_counter()
-            simulate(inputs, strategy, seed)
+            simulate(inputs, inputs.make_strategy(strategy), seed)
             times.append(time.perf_counter() - t0)
         out[strategy] = min(times)
     return out
@@ -65,7 +65,7 @@ def scale_point(trials: int, strategy: str) -> dict:
         inputs = load_inputs(EXP, [f"cluster.path={d}/cluster.toml", f"experiment.population={trials}"])
         devices = sum(n.count * n.gpus for n in inputs.cluster.nodes)
         t0 = time.perf_counter()
-        res = simulate(inputs, strategy, 0)
+        res = simulate(inputs, inputs.make_strategy(strategy), 0)
         wall = time.perf_counter() - t0
     rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return {"trials": trials, "devices": devices, "strategy": strategy, "wall_s": round(wall, 2),

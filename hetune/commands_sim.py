@@ -42,11 +42,11 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         from hetune.sim.events import read_events
         from hetune.sim.replay import ReplayPopulation
         population = ReplayPopulation(read_events(args.replay), args.replay)
-    adapt = None
+    hooks: list[Any] = []
     if args.adapt_policy:
         from hetune.adapt.hook import PolicyHook
-        adapt = PolicyHook(Path(args.adapt_policy))
-    result = simulate(inputs, strategy, seed, population, adapt)
+        hooks.append(PolicyHook(Path(args.adapt_policy)))
+    result = simulate(inputs, inputs.make_strategy(strategy), seed, population, hooks)
     summary = write_run(out, inputs, result.events, strategy, seed,
                         extra={"replay_of": str(Path(args.replay).resolve())} if args.replay else None)
     ttt = summary["time_to_target_s"]

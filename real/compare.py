@@ -54,11 +54,11 @@ def compare(run_dir: Path, overrides: list[str] | None = None) -> dict[str, Any]
     real_events = read_events(run_dir / "events.jsonl")
     target = inputs.experiment.experiment.target_accuracy
     real = summarize(real_events, target, prices(inputs))
-    sim_events = simulate(inputs, strategy, seed).events
+    sim_events = simulate(inputs, inputs.make_strategy(strategy), seed).events
     sim = summarize(sim_events, target, prices(inputs))
     # Replay: the real population's accuracies and decisions, re-timed by the simulator, so the
     # error left is timing alone; the plain simulation adds population-dynamics error.
-    replay_events = simulate(inputs, strategy, seed, ReplayPopulation(real_events, str(run_dir))).events
+    replay_events = simulate(inputs, inputs.make_strategy(strategy), seed, ReplayPopulation(real_events, str(run_dir))).events
     replay = summarize(replay_events, target, prices(inputs))
     real_spi, sim_spi = seconds_per_iteration(real_events), seconds_per_iteration(sim_events)
     if not real_spi:

@@ -43,8 +43,7 @@ def local_resources(cluster: ClusterConfig) -> dict[str, float]:
     out: dict[str, float] = {}
     for _, g in cluster.node_names():
         if cluster.devices[g.device].kind == "cpu":
-            size = g.worker_cpus or g.cpus
-            out[custom_resource(g.device)] = out.get(custom_resource(g.device), 0) + g.cpus // size
+            out[custom_resource(g.device)] = out.get(custom_resource(g.device), 0) + g.cpu_workers()
     return out
 
 
@@ -65,7 +64,7 @@ def discover(cluster: ClusterConfig, ray_nodes: Iterable[Mapping[str, Any]]) -> 
     for device in sorted(cluster.devices):
         spec = cluster.devices[device]
         groups = [g for _, g in cluster.node_names() if g.device == device]
-        cores = min((g.worker_cpus or g.cpus) for g in groups) if groups else 1
+        cores = min(g.worker_size for g in groups) if groups else 1
         custom = custom_resource(device)
         if spec.kind == "gpu":
             label = f"accelerator_type:{spec.accelerator_type}" if spec.accelerator_type else None

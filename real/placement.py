@@ -41,7 +41,7 @@ class Placement:
 
 
 def _trial_cpus(cluster: ClusterConfig) -> int:
-    sizes = [g.worker_cpus or g.cpus for _, g in cluster.node_names() if cluster.devices[g.device].kind == "cpu"]
+    sizes = [g.worker_size for _, g in cluster.node_names() if cluster.devices[g.device].kind == "cpu"]
     return min(sizes) if sizes else 1
 
 

@@ -77,7 +77,7 @@ def _start_ray(inputs: RunInputs, address: str, storage: Path, shared: bool):
                           "this machine; run on a Ray cluster with those GPUs (--address)")
     c = Cluster(initialize_head=True, head_node_args={"num_cpus": 0})
     for name, g in cluster.node_names():
-        slots = g.cpus // (g.worker_cpus or g.cpus)
+        slots = g.cpu_workers()
         c.add_node(num_cpus=g.cpus, resources={f"device:{g.device}": float(slots), f"hetune-node:{name}": 1.0})
     ray.init(address=c.address, log_to_driver=False, logging_level=logging.WARNING)
     c.wait_for_nodes()

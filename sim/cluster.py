@@ -64,6 +64,15 @@ class NodeGroup:
         if self.worker_cpus < 0 or self.worker_cpus > self.cpus:
             yield "worker_cpus", f"must be in [0, cpus={self.cpus}], got {self.worker_cpus}"
 
+    @property
+    def worker_size(self) -> int:
+        """Cores per worker when this CPU node is carved by default: ``worker_cpus``, or the whole node."""
+        return self.worker_cpus or self.cpus
+
+    def cpu_workers(self, size: int = 0) -> int:
+        """How many CPU workers of ``size`` cores (default :attr:`worker_size`) fit on one node (0 if none does)."""
+        return self.cpus // (size or self.worker_size)
+
 
 @dataclass(frozen=True)
 class ClusterInfo:
@@ -138,8 +147,7 @@ def default_workers(cluster: ClusterConfig) -> list[WorkerSpec]:
         if cluster.device_kind(g.device) == "gpu":
             out.extend(WorkerSpec(name, g.device, 1) for _ in range(g.gpus))
         else:
-            size = g.worker_cpus or g.cpus
-            out.extend(WorkerSpec(name, g.device, size) for _ in range(g.cpus // size))
+            out.extend(WorkerSpec(name, g.device, g.worker_size) for _ in range(g.cpu_workers()))
     return out
 
 

@@ -20,7 +20,7 @@ explore then perturbs the donor's configuration.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Sequence
 
 import numpy as np
 import simpy
@@ -28,21 +28,14 @@ import simpy
 from hetune.sim import pbt as pbt_math
 from hetune.sim.cluster import WorkerSpec
 from hetune.sim.events import make_event
+from hetune.sim.hooks import MoveHook
 from hetune.sim.loader import RunInputs
 from hetune.sim.population import Clone, PopulationModel, SurrogatePopulation
 from hetune.sim.ranking import Ranking
 from hetune.sim.runnable import RunnableIndex
-from hetune.sim.strategies import create
 from hetune.sim.strategies.base import IDLE, Idle, Retire, Run, Strategy
 from hetune.sim.view import EngineView
 from hetune.sim.throughput import DeviceModel
-
-
-class AdaptHook(Protocol):
-    """Consulted when a strategy moves a trial to a faster worker (an "up" for its job)."""
-
-    def on_up(self, trial: int, time_left_fraction: float) -> tuple[list[int], float]:
-        """Deepening actions chosen and the factor by which the trial's step time grows."""
 
 
 class SimulationError(RuntimeError):
@@ -76,7 +69,7 @@ class Trial:
     last_perturbation: int = 0
     version: int = 0
     last_step_s: float | None = None  # step time of the worker it last ran on
-    step_factor: float = 1.0  # > 1 once its model was deepened (adapt hook)
+    step_factor: float = 1.0  # multiplies its step time once a move hook made its steps costlier
 
 
 @dataclass(eq=False)
@@ -109,15 +102,15 @@ class Simulation:
 
     Args:
         inputs: experiment, cluster and calibration.
-        strategy: registered strategy name.
+        strategy: a fresh strategy instance (it holds per-run state).
         seed: seed of every random stream of the run.
         population: accuracy and PBT-decision source (default: the learning-curve surrogate; a
             ReplayPopulation re-times a recorded run).
-        adapt: optional hook consulted when a trial moves to a faster worker.
+        hooks: consulted each time a trial moves to a worker of another speed.
     """
 
-    def __init__(self, inputs: RunInputs, strategy: str, seed: int, population: PopulationModel | None = None,
-                 adapt: AdaptHook | None = None) -> None:
+    def __init__(self, inputs: RunInputs, strategy: Strategy, seed: int, population: PopulationModel | None = None,
+                 hooks: Sequence[MoveHook] = ()) -> None:
         exp = inputs.experiment
         self.inputs = inputs
         self.info = exp.experiment
@@ -125,10 +118,10 @@ class Simulation:
         # Curves fitted from real runs (calibration [curves.<model>]) beat the experiment's guess.
         params = inputs.calibration.curves.get(self.info.model, exp.surrogate)
         self.model: PopulationModel = population or SurrogatePopulation(params, self.pbt)
-        self.adapt = adapt
+        self.hooks = list(hooks)
         self.population = self.model.population(self.info.population)
         self.stop_iterations = self.info.stop_iterations
-        self.strategy: Strategy = create(strategy, inputs.strategy_params(strategy))
+        self.strategy = strategy
         self.env = simpy.Environment()
         self.events: list[dict[str, Any]] = []
         self.seed = seed
@@ -141,13 +134,13 @@ class Simulation:
         for i, ss in enumerate(trial_seqs):
             rng = np.random.default_rng(ss)
             self.trials.append(Trial(i, self.model.initial_config(i, rng), rng))
-        self.runnable = RunnableIndex()
+        self.runnable = RunnableIndex(self.pbt.mode)
         for t in self.trials:
             self.runnable.add(t)
         self.ranking = Ranking(self.pbt.mode)
         self.workers = self._make_workers()
         if not self.workers:
-            raise SimulationError(f"strategy {strategy!r} carved no workers from cluster {inputs.cluster.cluster.name!r}")
+            raise SimulationError(f"strategy {strategy.name!r} carved no workers from cluster {inputs.cluster.cluster.name!r}")
         self.fastest_step = min(w.step_time_s for w in self.workers)
         self.copy_bandwidth_mb_s = inputs.cluster.cluster.network_gbps * 1000.0 / 8.0
         self.view = EngineView(self)
@@ -288,12 +281,8 @@ class Simulation:
                 self._emit("resume", t, w, duration_s=dur, load_s=dm.load_s, copy_s=copy_s)
             t.resident = w
             w.resident = t
-        if self.adapt is not None and t.last_step_s is not None and w.step_time_s < t.last_step_s:
-            # Moved to a faster worker: an "up" for this trial's job; the hook may deepen its model.
-            actions, factor = self.adapt.on_up(t.id, 1.0 - t.iteration / self.stop_iterations)
-            if factor != 1.0:
-                t.step_factor *= factor
-                self._emit("adapt", t, w, actions=list(actions), step_factor=t.step_factor)
+        if self.hooks and t.last_step_s is not None and w.step_time_s != t.last_step_s:
+            self._moved(t, w)
         t.last_step_s = w.step_time_s
         # Compute: stop at the next checkpoint boundary and at the iteration limit.
         ci = self.info.checkpoint_interval
@@ -328,6 +317,17 @@ class Simulation:
             if waiting:
                 return
         self._make_runnable(t)
+
+    def _moved(self, t: Trial, w: Worker) -> None:
+        """Let every move hook react to ``t`` starting a chunk on ``w``, a worker of another speed."""
+        assert t.last_step_s is not None
+        for hook in self.hooks:
+            effect = hook.on_move(t.id, t.last_step_s, w.step_time_s, 1.0 - t.iteration / self.stop_iterations)
+            if effect is None or effect.step_factor == 1.0:
+                continue
+            t.step_factor *= effect.step_factor
+            if effect.event:
+                self._emit(effect.event, t, w, **dict(effect.fields), step_factor=t.step_factor)
 
     def eval_s(self, dm: DeviceModel) -> float:
         """Seconds of one evaluation: the calibration's full test set scaled to experiment.eval_samples."""
@@ -433,15 +433,15 @@ class Simulation:
             self._maybe_release_barrier()
 
 
-def simulate(inputs: RunInputs, strategy: str, seed: int, population: PopulationModel | None = None,
-             adapt: AdaptHook | None = None) -> SimResult:
+def simulate(inputs: RunInputs, strategy: Strategy, seed: int, population: PopulationModel | None = None,
+             hooks: Sequence[MoveHook] = ()) -> SimResult:
     """Simulate one run.
 
     Args:
         inputs: experiment, cluster and calibration.
-        strategy: registered strategy name.
+        strategy: a fresh strategy instance, e.g. ``inputs.make_strategy("hrfs")``.
         seed: the run's seed.
         population: accuracy and PBT-decision source (default: the learning-curve surrogate).
-        adapt: optional hook deepening a trial's model when it moves to a faster worker.
+        hooks: consulted each time a trial moves to a worker of another speed (e.g. adaptation).
     """
-    return Simulation(inputs, strategy, seed, population, adapt).run()
+    return Simulation(inputs, strategy, seed, population, hooks).run()

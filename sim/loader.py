@@ -35,6 +35,10 @@ class RunInputs:
         """Validated parameters of strategy ``name`` from [strategies.<name>]."""
         return strategies.parse_params(name, self.experiment.strategies.get(name), self.source)
 
+    def make_strategy(self, name: str) -> strategies.Strategy:
+        """A fresh instance of strategy ``name`` with its validated [strategies.<name>] parameters."""
+        return strategies.create(name, self.strategy_params(name))
+
     def resolved(self) -> dict[str, Any]:
         """The fully resolved experiment as TOML-ready data."""
         return to_mapping(self.experiment)

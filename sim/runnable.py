@@ -9,6 +9,8 @@ each query is O(log n) even with 10,000 trials.
 from __future__ import annotations
 
 import heapq
+import math
+from enum import Enum
 from typing import Callable, Protocol
 
 
@@ -19,26 +21,43 @@ class _Indexed(Protocol):
     version: int
 
 
-def _score(t: _Indexed) -> float:
-    # Trials that never reported rank below every real score (accuracy >= 0).
-    return -1.0 if t.accuracy is None else t.accuracy
+class Ordering(str, Enum):
+    """Orders in which a strategy may ask for the next runnable trial (ties: lower trial id first)."""
+
+    LEAST_PROGRESSED = "least_progressed"  # fewest iterations done
+    MOST_PROGRESSED = "most_progressed"  # most iterations done
+    BEST_RANKED = "best_ranked"  # best last score, as pbt.mode defines best; unscored trials last
+    WORST_RANKED = "worst_ranked"  # worst last score; unscored trials first
+    FIFO = "fifo"  # trial id
 
 
-ORDERINGS: dict[str, Callable[[_Indexed], tuple]] = {
-    "least_progressed": lambda t: (t.iteration, t.id),
-    "most_progressed": lambda t: (-t.iteration, t.id),
-    "best_ranked": lambda t: (-_score(t), t.id),
-    "worst_ranked": lambda t: (_score(t), t.id),
-    "fifo": lambda t: (t.id,),
-}
+def _keys(mode: str) -> dict[Ordering, Callable[[_Indexed], tuple]]:
+    sign = 1.0 if mode == "max" else -1.0
+
+    def goodness(t: _Indexed) -> float:
+        # Trials that never reported rank below every real score, whatever the mode.
+        return -math.inf if t.accuracy is None else sign * t.accuracy
+
+    return {
+        Ordering.LEAST_PROGRESSED: lambda t: (t.iteration, t.id),
+        Ordering.MOST_PROGRESSED: lambda t: (-t.iteration, t.id),
+        Ordering.BEST_RANKED: lambda t: (-goodness(t), t.id),
+        Ordering.WORST_RANKED: lambda t: (goodness(t), t.id),
+        Ordering.FIFO: lambda t: (t.id,),
+    }
 
 
 class RunnableIndex:
-    """The set of runnable trials with lazily built ordered views."""
+    """The set of runnable trials with lazily built ordered views.
 
-    def __init__(self) -> None:
+    Args:
+        mode: pbt.mode, "max" (a higher score is better) or "min"; it decides what best-ranked means.
+    """
+
+    def __init__(self, mode: str = "max") -> None:
         self._members: dict[int, _Indexed] = {}
-        self._heaps: dict[str, list[tuple]] = {}
+        self._heaps: dict[Ordering, list[tuple]] = {}
+        self._key = _keys(mode)
 
     def __len__(self) -> int:
         return len(self._members)
@@ -50,7 +69,7 @@ class RunnableIndex:
         """Mark a trial runnable (its version must have changed since it last left)."""
         self._members[trial.id] = trial
         for name, heap in self._heaps.items():
-            heapq.heappush(heap, (ORDERINGS[name](trial), trial.version, trial.id))
+            heapq.heappush(heap, (self._key[name](trial), trial.version, trial.id))
 
     def discard(self, trial: _Indexed) -> None:
         """Mark a trial not runnable; the caller bumps its version."""
@@ -60,16 +79,16 @@ class RunnableIndex:
         """Runnable trials in trial id order."""
         return [self._members[k] for k in sorted(self._members)]
 
-    def peek(self, ordering: str, skip: set[int] | None = None) -> _Indexed | None:
+    def peek(self, ordering: Ordering, skip: set[int] | None = None) -> _Indexed | None:
         """First runnable trial in ``ordering`` (not removed), or None.
 
         Args:
-            ordering: a key of ORDERINGS.
+            ordering: the order.
             skip: trial ids to pass over (left in the heap).
         """
         heap = self._heaps.get(ordering)
         if heap is None:
-            key = ORDERINGS[ordering]
+            key = self._key[Ordering(ordering)]
             heap = [(key(t), t.version, t.id) for t in self._members.values()]
             heapq.heapify(heap)
             self._heaps[ordering] = heap

@@ -48,7 +48,7 @@ class Cell:
 def run_cell(cell: Cell) -> dict[str, Any]:
     """Simulate one cell and return its summary row (runs in a worker process or Ray task)."""
     inputs = load_inputs(cell.experiment, list(cell.overrides))
-    result = simulate(inputs, cell.strategy, cell.seed)
+    result = simulate(inputs, inputs.make_strategy(cell.strategy), cell.seed)
     return run_summary(inputs, result.events, cell.strategy, cell.seed)
 
 

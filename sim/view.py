@@ -1,15 +1,17 @@
-"""The read-only view of a running simulation that strategies see (clock, workers, trials, queues)."""
+"""The read-only view of a running simulation that strategies see (sim.strategies.base.SimView)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
+
+from hetune.sim.runnable import Ordering
 
 if TYPE_CHECKING:
     from hetune.sim.engine import Simulation, Trial, Worker
 
 
 class EngineView:
-    """The read-only SimView (sim.strategies.base) handed to strategies.
+    """The SimView the engine hands to strategies: only what strategies read.
 
     Args:
         sim: the running simulation.
@@ -19,20 +21,8 @@ class EngineView:
         self._sim = sim
 
     @property
-    def now(self) -> float:
-        return self._sim.env.now
-
-    @property
     def workers(self) -> list[Worker]:
         return self._sim.workers
-
-    @property
-    def trials(self) -> list[Trial]:
-        return self._sim.trials
-
-    @property
-    def stop_iterations(self) -> int:
-        return self._sim.stop_iterations
 
     @property
     def interval(self) -> int:
@@ -46,22 +36,8 @@ class EngineView:
     def remaining_iterations(self) -> int:
         return self._sim.remaining
 
-    @property
-    def runnable_count(self) -> int:
-        return len(self._sim.runnable)
-
-    @property
-    def unfinished_count(self) -> int:
-        return self._sim.unfinished
-
-    def peek(self, ordering: str, skip: set[int] | None = None) -> Trial | None:
+    def peek(self, ordering: Ordering, skip: set[int] | None = None) -> Trial | None:
         return self._sim.runnable.peek(ordering, skip)  # type: ignore[return-value]
-
-    def rank_position(self, trial_id: int) -> int:
-        return self._sim.ranking.position(trial_id)
-
-    def ranked_count(self) -> int:
-        return len(self._sim.ranking)
 
     def fastest_step_time_s(self) -> float:
         return self._sim.fastest_step

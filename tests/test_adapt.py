@@ -175,6 +175,7 @@ def test_simulator_consults_the_policy_when_a_trial_moves_to_a_faster_worker(tmp
 
     from hetune.adapt.hook import PolicyHook
     from hetune.sim.engine import simulate
+    from hetune.sim.hooks import MoveEffect
     from hetune.sim.loader import load_inputs
 
     t = write_table(tmp_path / "t.csv", best=(0, 0, 0))
@@ -183,30 +184,32 @@ def test_simulator_consults_the_policy_when_a_trial_moves_to_a_faster_worker(tmp
     actions, factor = hook.on_up(0, 0.75)  # the table's time left at the first decision: 300 of 400 s
     assert actions == [0, 0, 0] and factor > 1.0
 
-    class Recording:  # the engine's side: consulted exactly on moves to faster workers
+    class Recording:  # the engine's side: consulted on every move to a worker of another speed
         def __init__(self):
             self.calls = []
 
-        def on_up(self, trial, frac):
-            self.calls.append((trial, frac))
-            return [0], 1.5
+        def on_move(self, trial, from_step_s, to_step_s, frac):
+            self.calls.append((trial, from_step_s, to_step_s, frac))
+            return MoveEffect(1.5, "adapt", {"actions": [0]}) if to_step_s < from_step_s else None
 
     inputs = load_inputs(REPO / "configs/experiments/pbt-resnet18-cifar10.toml")
     rec = Recording()
-    res = simulate(inputs, "throughput-proportional", 0, adapt=rec)
+    res = simulate(inputs, inputs.make_strategy("throughput-proportional"), 0, hooks=[rec])
     adapts = [e for e in res.events if e["kind"] == "adapt"]
-    assert rec.calls and len(adapts) == len(rec.calls)
-    assert all(0.0 <= f <= 1.0 for _, f in rec.calls)
+    ups = [c for c in rec.calls if c[2] < c[1]]
+    assert ups and len(adapts) == len(ups) and len(rec.calls) > len(ups)
+    assert all(0.0 <= c[3] <= 1.0 for c in rec.calls)
+    assert [e["step_factor"] for e in adapts if e["trial"] == adapts[0]["trial"]][:2] == [1.5, 2.25]
     last_step: dict = {}
     speed = {w.id: w.step_time_s for w in res.workers}
-    ups = 0
+    moves = []
     for e in res.events:
         if e["kind"] == "chunk":
-            if e["trial"] in last_step and speed[e["worker"]] < last_step[e["trial"]]:
-                ups += 1
+            if e["trial"] in last_step and speed[e["worker"]] != last_step[e["trial"]]:
+                moves.append((e["trial"], last_step[e["trial"]], speed[e["worker"]]))
             last_step[e["trial"]] = speed[e["worker"]]
-    assert ups == len(rec.calls)
-    plain = simulate(inputs, "throughput-proportional", 0)
+    assert sorted(moves) == sorted(c[:3] for c in rec.calls)  # calls come at chunk starts, chunks at their ends
+    plain = simulate(inputs, inputs.make_strategy("throughput-proportional"), 0)
     assert not any(e["kind"] == "adapt" for e in plain.events)
     assert max(e["t"] for e in res.events) > max(e["t"] for e in plain.events)  # deeper models are slower
 

@@ -90,7 +90,7 @@ def test_local_probe_writes_a_file_the_simulator_loads(probed, tmp_path):
     exp = REPO / "configs/experiments/pbt-resnet18-cifar10.toml"
     inputs = load_inputs(exp, [f"cluster.path={LOCAL}", f"calibration.path={out}", "experiment.population=3",
                                "experiment.stop_iterations=100"])
-    assert simulate(inputs, "tune-default", 0).trials[0].status == "stopped"
+    assert simulate(inputs, inputs.make_strategy("tune-default"), 0).trials[0].status == "stopped"
 
 
 @pytest.mark.slow

@@ -13,7 +13,7 @@ S, V, L, E = 8.0, 1.0, 4.0, 2.0  # start overhead, save, load, eval (seconds), s
 
 def makespan(exp, strategy="tune-default", seed=0, overrides=()):
     inputs = load_inputs(exp, list(overrides))
-    res = simulate(inputs, strategy, seed)
+    res = simulate(inputs, inputs.make_strategy(strategy), seed)
     return run_summary(inputs, res.events, strategy, seed), res
 
 

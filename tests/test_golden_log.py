@@ -33,7 +33,8 @@ GOLDEN = [
 def test_two_trials_on_one_worker_give_exactly_this_log(setup):
     exp = setup(population=2, stop=100, interval=50, ckpt=50,
                 nodes=[{"name": "n0", "device": "fast", "gpus": 1, "cpus": 8}])
-    events = simulate(load_inputs(exp), "tune-default", 0).events
+    inputs = load_inputs(exp)
+    events = simulate(inputs, inputs.make_strategy("tune-default"), 0).events
     assert [(e["t"], e["kind"], e.get("trial"), e.get("worker")) for e in events] == GOLDEN
     exploit = next(e for e in events if e["kind"] == "exploit")
     assert exploit["donor"] == 0 and exploit["donor_iteration"] == 50

@@ -75,7 +75,8 @@ def test_invariants(tmp_path_factory, strategy, seed, population, cluster, synch
     ckpt = 10 if half else 20
     exp = write_setup(tmp, population=population, stop=60, interval=20, ckpt=ckpt, nodes=CLUSTERS[cluster],
                       noise=0.01, target=0.5, synch=synch)
-    res = simulate(load_inputs(exp), strategy, seed)
+    inputs = load_inputs(exp)
+    res = simulate(inputs, inputs.make_strategy(strategy), seed)
     check_invariants(res.events, 20, 60)
     assert all(t.status == "stopped" for t in res.trials)
 
@@ -84,7 +85,8 @@ def test_synch_exploits_only_after_all_trials_reach_the_point(setup):
     exp = setup(population=6, stop=100, interval=50, noise=0.01,
                 nodes=[{"name": "a", "device": "fast", "gpus": 1, "cpus": 8},
                        {"name": "b", "device": "slow", "gpus": 1, "cpus": 8}], synch=True)
-    res = simulate(load_inputs(exp), "tune-default", 3)
+    inputs = load_inputs(exp)
+    res = simulate(inputs, inputs.make_strategy("tune-default"), 3)
     exploits = [e for e in res.events if e["kind"] == "exploit"]
     assert exploits
     for ex in exploits:
@@ -95,7 +97,8 @@ def test_synch_exploits_only_after_all_trials_reach_the_point(setup):
 
 def test_exploit_copies_the_donor_state(setup):
     exp = setup(population=8, stop=200, interval=50, noise=0.0)
-    res = simulate(load_inputs(exp), "tune-default", 1)
+    inputs = load_inputs(exp)
+    res = simulate(inputs, inputs.make_strategy("tune-default"), 1)
     ex = [e for e in res.events if e["kind"] == "exploit"]
     assert ex
     e = ex[0]

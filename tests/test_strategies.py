@@ -16,7 +16,8 @@ EXP = REPO / "configs/experiments/pbt-resnet18-cifar10.toml"
 
 
 def workers_of(strategy, overrides=()):
-    res = simulate(load_inputs(EXP, list(overrides)), strategy, 0)
+    inputs = load_inputs(EXP, list(overrides))
+    res = simulate(inputs, inputs.make_strategy(strategy), 0)
     return [(w.node, w.device, w.devices) for w in res.workers], res
 
 
@@ -69,8 +70,23 @@ def test_leader_fusion_beats_every_other_strategy_on_median_time_to_target(clust
     inputs = load_inputs(EXP, [f"cluster.path=configs/clusters/{cluster}.toml"])
     med = {}
     for s in names():
-        ttt = [ttt_sort_key(run_summary(inputs, simulate(inputs, s, seed).events, s, seed)["time_to_target_s"])
+        ttt = [ttt_sort_key(run_summary(inputs, simulate(inputs, inputs.make_strategy(s), seed).events, s, seed)["time_to_target_s"])
                for seed in range(10)]
         med[s] = float(np.median(ttt))
     others = {s: v for s, v in med.items() if s != "leader-fusion"}
     assert med["leader-fusion"] < min(others.values()), med
+
+
+@pytest.mark.parametrize("mode,best,worst", [("max", 2, 3), ("min", 1, 3)])
+def test_best_ranked_follows_pbt_mode_and_unscored_trials_rank_last(mode, best, worst):
+    from types import SimpleNamespace
+
+    from hetune.sim.runnable import Ordering, RunnableIndex
+
+    index = RunnableIndex(mode)
+    for tid, acc in [(0, 0.5), (1, 0.2), (2, 0.9), (3, None)]:
+        index.add(SimpleNamespace(id=tid, iteration=10 * tid, accuracy=acc, version=0))
+    assert index.peek(Ordering.BEST_RANKED).id == best
+    assert index.peek(Ordering.WORST_RANKED).id == worst  # no score yet: worst whatever the mode
+    assert index.peek(Ordering.BEST_RANKED, skip={best}).id == ({"max": 0, "min": 0}[mode])
+    assert index.peek(Ordering.MOST_PROGRESSED).id == 3 and index.peek(Ordering.LEAST_PROGRESSED).id == 0

@@ -8,6 +8,8 @@ from hetune.sim.errors import ConfigError
 from hetune.sim.schema import from_mapping
 from hetune.sim.strategies.base import Strategy
 
+__all__ = ["REGISTRY", "Strategy", "create", "get_class", "names", "parse_params", "register"]
+
 REGISTRY: dict[str, type[Strategy]] = {}
 
 

@@ -12,6 +12,10 @@ from dataclasses import dataclass
 from typing import Any, Callable, ClassVar, Protocol, Sequence
 
 from hetune.sim.cluster import ClusterConfig, WorkerSpec, default_workers
+from hetune.sim.runnable import Ordering
+
+__all__ = ["Ordering", "Strategy", "Run", "Idle", "Retire", "Decision", "IDLE", "RETIRE", "SimView", "TrialView",
+           "WorkerView", "StepTimeFn"]
 
 
 StepTimeFn = Callable[[str, int], float]
@@ -54,30 +58,25 @@ class WorkerView(Protocol):
 
 
 class SimView(Protocol):
-    """Read-only view of the clock, cluster and population."""
+    """Read-only view of a run that strategies see: only what they read, so that the Ray Tune
+    adapter can build the same view from Tune's trials."""
 
     @property
-    def now(self) -> float: ...
+    def workers(self) -> Sequence[WorkerView]:
+        """Every worker carved, retired ones included, by id."""
     @property
-    def workers(self) -> Sequence[WorkerView]: ...
+    def interval(self) -> int:
+        """PBT's perturbation interval, iterations."""
     @property
-    def trials(self) -> Sequence[TrialView]: ...
+    def target_reached(self) -> bool:
+        """Whether some trial has reached the target accuracy."""
     @property
-    def stop_iterations(self) -> int: ...
-    @property
-    def interval(self) -> int: ...
-    @property
-    def target_reached(self) -> bool: ...
-    @property
-    def remaining_iterations(self) -> int: ...
-    @property
-    def runnable_count(self) -> int: ...
-    @property
-    def unfinished_count(self) -> int: ...
-    def peek(self, ordering: str, skip: set[int] | None = None) -> TrialView | None: ...
-    def rank_position(self, trial_id: int) -> int: ...
-    def ranked_count(self) -> int: ...
-    def fastest_step_time_s(self) -> float: ...
+    def remaining_iterations(self) -> int:
+        """Iterations the unfinished trials still have to run, summed."""
+    def peek(self, ordering: Ordering, skip: set[int] | None = None) -> TrialView | None:
+        """The first runnable trial in ``ordering`` (not removed), passing over ``skip``; None if none."""
+    def fastest_step_time_s(self) -> float:
+        """Seconds per iteration of the fastest worker."""
 
 
 @dataclass(frozen=True)

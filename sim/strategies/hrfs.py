@@ -19,7 +19,7 @@ from typing import Iterator, Mapping
 
 from hetune.sim.cluster import ClusterConfig, WorkerSpec
 from hetune.sim.strategies import register
-from hetune.sim.strategies.base import IDLE, RETIRE, Decision, Run, SimView, StepTimeFn, Strategy, TrialView, WorkerView
+from hetune.sim.strategies.base import Ordering, IDLE, RETIRE, Decision, Run, SimView, StepTimeFn, Strategy, TrialView, WorkerView
 
 
 @dataclass(frozen=True)
@@ -56,8 +56,8 @@ def carve(cluster: ClusterConfig, allocation: Mapping[str, int]) -> list[WorkerS
         if kinds[g.device] == "gpu":
             out.extend(WorkerSpec(name, g.device, 1) for _ in range(g.gpus))
         else:
-            size = allocation.get(name, allocation.get(g.name, g.worker_cpus or g.cpus))
-            out.extend(WorkerSpec(name, g.device, min(size, g.cpus)) for _ in range(g.cpus // min(size, g.cpus)))
+            size = min(allocation.get(name, allocation.get(g.name, g.worker_size)), g.cpus)
+            out.extend(WorkerSpec(name, g.device, size) for _ in range(g.cpu_workers(size)))
     return out
 
 
@@ -92,13 +92,13 @@ class HRFS(Strategy):
     def assign(self, worker: WorkerView, view: SimView) -> Decision:
         half = max(1, view.interval // 2)
         if worker.id not in self._sec_per_iter:
-            t = view.peek("least_progressed")
+            t = view.peek(Ordering.LEAST_PROGRESSED)
             return IDLE if t is None else Run(t.id, half)
         if self.ability(worker.id) >= self.params.weak_ability:
             rate = self._strong_rate(view)
             if view.target_reached or (rate > 0 and view.remaining_iterations / rate <= half * worker.step_time_s):
                 return RETIRE
-            t = view.peek("most_progressed")
+            t = view.peek(Ordering.MOST_PROGRESSED)
             return IDLE if t is None else Run(t.id, half)
-        t = view.peek("least_progressed")
+        t = view.peek(Ordering.LEAST_PROGRESSED)
         return IDLE if t is None else Run(t.id, view.interval)

@@ -30,7 +30,7 @@ from typing import Iterator
 
 from hetune.sim.cluster import ClusterConfig, WorkerSpec, default_workers
 from hetune.sim.strategies import register
-from hetune.sim.strategies.base import IDLE, RETIRE, Decision, Run, SimView, StepTimeFn, Strategy, WorkerView
+from hetune.sim.strategies.base import Ordering, IDLE, RETIRE, Decision, Run, SimView, StepTimeFn, Strategy, WorkerView
 
 
 @dataclass(frozen=True)
@@ -86,7 +86,7 @@ class LeaderFusion(Strategy):
             self._leader_worker = lead.id
             self._base_step = min(w.step_time_s for w in view.workers if w.id != lead.id) if len(view.workers) > 1 else lead.step_time_s
         if worker.id == self._leader_worker:
-            t = view.peek("best_ranked")
+            t = view.peek(Ordering.BEST_RANKED)
             return IDLE if t is None else Run(t.id, view.interval)
         assert self._base_step is not None
         if view.target_reached and worker.step_time_s >= self.params.weak_ability * self._base_step:
@@ -94,7 +94,7 @@ class LeaderFusion(Strategy):
         # An idle leader worker gets first pick: the best-ranked trial is left for it.
         skip = None
         if view.workers[self._leader_worker].idle:
-            best = view.peek("best_ranked")
+            best = view.peek(Ordering.BEST_RANKED)
             skip = {best.id} if best is not None else None
-        t = view.peek("least_progressed", skip)
+        t = view.peek(Ordering.LEAST_PROGRESSED, skip)
         return IDLE if t is None else Run(t.id, view.interval)

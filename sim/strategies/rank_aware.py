@@ -10,7 +10,7 @@ restore overhead.
 from __future__ import annotations
 
 from hetune.sim.strategies import register
-from hetune.sim.strategies.base import IDLE, Decision, Run, SimView, Strategy, WorkerView
+from hetune.sim.strategies.base import Ordering, IDLE, Decision, Run, SimView, Strategy, WorkerView
 
 
 def fast_half(view: SimView) -> set[int]:
@@ -32,5 +32,5 @@ class RankAware(Strategy):
     def assign(self, worker: WorkerView, view: SimView) -> Decision:
         if self._fast is None:
             self._fast = fast_half(view)  # workers never change speed: compute once
-        t = view.peek("best_ranked" if worker.id in self._fast else "worst_ranked")
+        t = view.peek(Ordering.BEST_RANKED if worker.id in self._fast else Ordering.WORST_RANKED)
         return IDLE if t is None else Run(t.id, view.interval)

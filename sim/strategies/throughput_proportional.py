@@ -11,7 +11,7 @@ advance at the same rate, each getting its share of fast and slow devices.
 from __future__ import annotations
 
 from hetune.sim.strategies import register
-from hetune.sim.strategies.base import IDLE, Decision, Run, SimView, Strategy, WorkerView
+from hetune.sim.strategies.base import Ordering, IDLE, Decision, Run, SimView, Strategy, WorkerView
 
 
 @register
@@ -20,7 +20,7 @@ class ThroughputProportional(Strategy):
     summary = "Gavel-style: least-progressed trial next, chunk length proportional to device throughput"
 
     def assign(self, worker: WorkerView, view: SimView) -> Decision:
-        t = view.peek("least_progressed")
+        t = view.peek(Ordering.LEAST_PROGRESSED)
         if t is None:
             return IDLE
         share = view.fastest_step_time_s() / worker.step_time_s

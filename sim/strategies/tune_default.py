@@ -16,7 +16,7 @@ from typing import Iterator
 
 from hetune.sim.cluster import ClusterConfig, WorkerSpec
 from hetune.sim.strategies import register
-from hetune.sim.strategies.base import IDLE, Decision, Run, SimView, StepTimeFn, Strategy, WorkerView
+from hetune.sim.strategies.base import Ordering, IDLE, Decision, Run, SimView, StepTimeFn, Strategy, WorkerView
 
 
 @dataclass(frozen=True)
@@ -55,8 +55,8 @@ def fixed_slots(cluster: ClusterConfig, gpus: int, cpus: int) -> list[WorkerSpec
             if kinds[g.device] == "gpu":
                 out.extend(WorkerSpec(name, g.device, gpus) for _ in range(g.gpus // gpus))
         elif kinds[g.device] == "cpu":
-            size = cpus or g.worker_cpus or g.cpus
-            out.extend(WorkerSpec(name, g.device, size) for _ in range(g.cpus // size))
+            size = cpus or g.worker_size
+            out.extend(WorkerSpec(name, g.device, size) for _ in range(g.cpu_workers(size)))
     return out
 
 
@@ -79,5 +79,5 @@ class TuneDefault(Strategy):
             return Run(r.id, view.interval)
         # At a perturbation point the worker's own trial is a candidate too: it continues when
         # it is still the least progressed, which is Ray's "CONTINUE unless others wait".
-        t = view.peek("least_progressed")
+        t = view.peek(Ordering.LEAST_PROGRESSED)
         return IDLE if t is None else Run(t.id, view.interval)
