@@ -19,85 +19,26 @@ explore then perturbs the donor's configuration.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
 import simpy
 
-from hetune.sim import pbt as pbt_math
 from hetune.sim.cluster import WorkerSpec
 from hetune.sim.events import make_event
 from hetune.sim.hooks import MoveHook
 from hetune.sim.loader import RunInputs
+from hetune.sim.exploit import ExploitSteps
 from hetune.sim.population import Clone, PopulationModel, SurrogatePopulation
 from hetune.sim.ranking import Ranking
 from hetune.sim.runnable import RunnableIndex
+from hetune.sim.state import Checkpoint, SimResult, SimulationError, Trial, Worker
 from hetune.sim.strategies.base import IDLE, Idle, Retire, Run, Strategy
 from hetune.sim.view import EngineView
 from hetune.sim.throughput import DeviceModel
 
 
-class SimulationError(RuntimeError):
-    """The run could not complete (e.g. a strategy left trials unfinished)."""
-
-
-@dataclass
-class Checkpoint:
-    """A saved trial state: where it lies and what it holds."""
-
-    iteration: int
-    progress: float
-    config: dict[str, float]
-    node: str
-
-
-@dataclass(eq=False)
-class Trial:
-    """One PBT trial's state inside the engine."""
-
-    id: int
-    config: dict[str, float]
-    rng: np.random.Generator
-    iteration: int = 0
-    progress: float = 0.0
-    accuracy: float | None = None
-    status: str = "pending"  # pending | running | paused | waiting | stopped
-    started: bool = False
-    resident: "Worker | None" = None
-    ckpt: Checkpoint | None = None
-    last_perturbation: int = 0
-    version: int = 0
-    last_step_s: float | None = None  # step time of the worker it last ran on
-    step_factor: float = 1.0  # multiplies its step time once a move hook made its steps costlier
-
-
-@dataclass(eq=False)
-class Worker:
-    """A worker inside the engine."""
-
-    id: int
-    node: str
-    device: str
-    devices: int
-    kind: str
-    model: DeviceModel
-    step_time_s: float
-    resident: Trial | None = None
-    retired: bool = False
-    idle: bool = True
-
-
-@dataclass
-class SimResult:
-    """Events of a run and the trials' final states."""
-
-    events: list[dict[str, Any]]
-    trials: list[Trial]
-    workers: list[Worker]
-
-
-class Simulation:
+class Simulation(ExploitSteps):
     """One simulated PBT run of an experiment under one strategy.
 
     Args:
@@ -332,93 +273,6 @@ class Simulation:
     def eval_s(self, dm: DeviceModel) -> float:
         """Seconds of one evaluation: the calibration's full test set scaled to experiment.eval_samples."""
         return dm.eval_s * self.info.eval_samples / 10_000
-
-    def _at_perturbation_point(self, t: Trial) -> bool:
-        return (t.iteration % self.pbt.perturbation_interval == 0
-                and t.iteration >= self.pbt.burn_in
-                and t.iteration - t.last_perturbation >= self.pbt.perturbation_interval)
-
-    def _donor(self, t: Trial) -> Trial | None:
-        top = [d for d in self.ranking.top(self.pbt.quantile_fraction) if d != t.id and self.trials[d].ckpt is not None]
-        if not top:
-            return None  # no checkpoint to clone: exploiting would restart from scratch
-        return self.trials[pbt_math.choose_donor(top, self.pbt_rng)]
-
-    def _clone(self, t: Trial, bottom: bool) -> Clone | None:
-        return self.model.clone(t, bottom, lambda: self._donor(t),
-                                lambda cfg: pbt_math.explore(cfg, self.pbt, self.pbt_rng))
-
-    def _exploit(self, t: Trial, w: Worker, bottom: bool):
-        clone = self._clone(t, bottom)
-        if clone is None:
-            return False
-        donor = self.trials[clone.donor]
-        if donor.status != "stopped" and (donor.ckpt is None or donor.ckpt.iteration < clone.donor_iteration):
-            # A replayed decision whose donor has not yet reached the cloned checkpoint in this
-            # timing: the trial waits for it (it leaves its worker).
-            t.status = "waiting"
-            t.resident = None
-            w.resident = None
-            self._awaiting.setdefault(donor.id, []).append((t, clone))
-            return True
-        dm = w.model
-        copy_s = self._copy_s(dm, donor.ckpt.node if donor.ckpt else w.node, w.node)
-        dur = copy_s + dm.load_s
-        yield self.env.timeout(dur)
-        self._apply_exploit(t, clone, w, dur, copy_s)
-        t.ckpt = Checkpoint(t.iteration, t.progress, dict(t.config), w.node)
-        return False
-
-    def _release_waiters(self, donor: Trial) -> None:
-        """Apply the waiting clones of ``donor`` that its latest checkpoint (or its stop) satisfies."""
-        waiters = self._awaiting.get(donor.id)
-        if not waiters:
-            return
-        keep = []
-        for t, clone in waiters:
-            if donor.status == "stopped" or (donor.ckpt is not None and donor.ckpt.iteration >= clone.donor_iteration):
-                # copy and load are paid at the trial's next resume, from the donor's node
-                self._apply_exploit(t, clone, None, 0.0, 0.0)
-                t.ckpt = Checkpoint(t.iteration, t.progress, dict(t.config), donor.ckpt.node if donor.ckpt else "")
-                self._make_runnable(t)
-            else:
-                keep.append((t, clone))
-        self._awaiting[donor.id] = keep
-
-    def _apply_exploit(self, t: Trial, clone: Clone, w: Worker | None, dur: float, copy_s: float) -> None:
-        load_s = w.model.load_s if w is not None else 0.0
-        old = dict(t.config)
-        self._emit("exploit", t, w, donor=clone.donor, donor_iteration=clone.donor_iteration,
-                   duration_s=dur, load_s=load_s, copy_s=copy_s)
-        t.progress = clone.progress
-        # As in Ray Tune, the clone continues from the donor's checkpoint: its iteration counter
-        # (Tune's last_train_time) and last perturbation point come with it.
-        self.remaining -= clone.donor_iteration - t.iteration
-        t.iteration = clone.donor_iteration
-        t.last_perturbation = clone.donor_iteration - clone.donor_iteration % self.pbt.perturbation_interval
-        t.config = dict(clone.new_config)
-        self._emit("explore", t, w, old_config=old, new_config=dict(t.config), operations=clone.operations)
-
-    def _maybe_release_barrier(self) -> None:
-        """Synch PBT: once every unfinished trial waits at the point, exploit all at once."""
-        if len(self._barrier) < self.unfinished:
-            return
-        bottom_k = self.ranking.quantile_size(self.pbt.quantile_fraction)
-        waiting = [self.trials[i] for i in sorted(self._barrier)]
-        self._barrier.clear()
-        for t in waiting:
-            clone = self._clone(t, 0 <= self.ranking.position(t.id) < bottom_k)
-            if clone is None:
-                continue
-            donor = self.trials[clone.donor]
-            # The copy and load are paid at the trial's next resume (it now lives in the donor's checkpoint).
-            if t.resident is not None:
-                t.resident.resident = None
-                t.resident = None
-            self._apply_exploit(t, clone, None, 0.0, 0.0)
-            t.ckpt = Checkpoint(t.iteration, t.progress, dict(t.config), donor.ckpt.node if donor.ckpt else "")
-        for t in waiting:
-            self._make_runnable(t)
 
     def _stop(self, t: Trial, w: Worker, reason: str) -> None:
         t.status = "stopped"

@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING
 from hetune.sim.runnable import Ordering
 
 if TYPE_CHECKING:
-    from hetune.sim.engine import Simulation, Trial, Worker
+    from hetune.sim.engine import Simulation
+    from hetune.sim.state import Trial, Worker
 
 
 class EngineView:

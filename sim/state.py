@@ -1,0 +1,69 @@
+"""What the engine keeps about trials, workers and checkpoints, and what a run returns."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from hetune.sim.throughput import DeviceModel
+
+
+class SimulationError(RuntimeError):
+    """The run could not complete (e.g. a strategy left trials unfinished)."""
+
+
+@dataclass
+class Checkpoint:
+    """A saved trial state: where it lies and what it holds."""
+
+    iteration: int
+    progress: float
+    config: dict[str, float]
+    node: str
+
+
+@dataclass(eq=False)
+class Trial:
+    """One PBT trial's state inside the engine."""
+
+    id: int
+    config: dict[str, float]
+    rng: np.random.Generator
+    iteration: int = 0
+    progress: float = 0.0
+    accuracy: float | None = None
+    status: str = "pending"  # pending | running | paused | waiting | stopped
+    started: bool = False
+    resident: "Worker | None" = None
+    ckpt: Checkpoint | None = None
+    last_perturbation: int = 0
+    version: int = 0
+    last_step_s: float | None = None  # step time of the worker it last ran on
+    step_factor: float = 1.0  # multiplies its step time once a move hook made its steps costlier
+
+
+@dataclass(eq=False)
+class Worker:
+    """A worker inside the engine."""
+
+    id: int
+    node: str
+    device: str
+    devices: int
+    kind: str
+    model: DeviceModel
+    step_time_s: float
+    resident: Trial | None = None
+    retired: bool = False
+    idle: bool = True
+
+
+@dataclass
+class SimResult:
+    """Events of a run and the trials' final states."""
+
+    events: list[dict[str, Any]]
+    trials: list[Trial]
+    workers: list[Worker]
