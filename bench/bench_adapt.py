@@ -46,6 +46,7 @@ from pathlib import Path
 
 import torch
 
+from hetune.adapt.evaluation import pooled_lookup
 from hetune.adapt.policy import NO_ADAPTATION, Policy, greedy, learn
 from hetune.adapt.tables import SEQUENCES, Row, Table, read_table
 
@@ -182,16 +183,6 @@ class AveragedPolicy(torch.nn.Module):
         return torch.stack([torch.softmax(p(x), 1) for p in self.members]).mean(0).log()
 
 
-def lookup_pooled(tables: list[Table]) -> tuple[int, int, int]:
-    """No learning: the sequence with the best accuracy averaged over ``tables`` (each standardised)."""
-    import numpy as np
-    z = np.zeros(len(SEQUENCES))
-    for t in tables:
-        acc = np.array([t.rows[s].acc for s in SEQUENCES])
-        z += (acc - acc.mean()) / (acc.std() or 1.0)
-    return SEQUENCES[int(z.argmax())]
-
-
 def neighbours_best(tables: dict[str, Table], name: str) -> str:
     """The best sequences of the scenarios next in time to ``name`` (up earlier, later), ranked on its table.
 
@@ -297,7 +288,7 @@ def held_out(tables: dict[str, Table], paths: list[Path], seeds: range) -> None:
     interpolation would favour).
     """
     policies = [learn(list(tables.values()), episodes=20_000, seed=seed)[0] for seed in seeds]
-    pooled = lookup_pooled(list(tables.values()))
+    pooled = pooled_lookup(list(tables.values()))
     print(f"| held-out table | best (acc) | no-adaptation rank | rank of the all-five policy, seeds 0-{seeds[-1]} "
           "| its pick, seed 0 | within noise of the best | pooled best of the 5, rank | each scenario's best, rank "
           "| within 2 standard errors of the best |")
@@ -433,7 +424,7 @@ def main() -> None:
             if seed == 0:
                 close = {None: "n/a (pooled)", True: "yes", False: "no"}[near_best(pick, n)]
         print(f"| {n} | {ranks[0]} | {' '.join(map(str, ranks))} | {sum(r <= 5 for r in ranks)} of {len(ranks)} "
-              f"| {close} | {tables[n].rank(lookup_pooled(rest))} | {neighbours_best(tables, n)} |", flush=True)
+              f"| {close} | {tables[n].rank(pooled_lookup(rest))} | {neighbours_best(tables, n)} |", flush=True)
     print()
     print("| tables | best single sequence | its worst rank over them |")
     print("|---|---|---:|")

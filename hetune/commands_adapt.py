@@ -94,11 +94,62 @@ def cmd_adapt_learn(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_adapt_generalise(args: argparse.Namespace) -> int:
+    """Leave-one-out or transfer over tables: learn policies, play them where they did not learn, report
+    each pick against the pooled-lookup baseline."""
+    from tqdm import tqdm
+
+    from hetune.adapt import evaluation
+    from hetune.adapt.tables import read_table
+    from hetune.sim.tomlfile import atomic_write_json
+
+    flag = "--leave-one-out" if args.leave_one_out else "--transfer"
+    if args.leave_one_out and args.transfer:
+        raise ConfigError("--transfer", "", "cannot be combined with --leave-one-out (run them one at a time)")
+    if len(args.inputs) < 2:
+        raise ConfigError(flag, "", f"needs two or more tables, got {len(args.inputs)}")
+    for flag_name, value in (("--seeds", args.seeds), ("--episodes", args.episodes)):
+        if value < 1:
+            raise ConfigError(flag_name, "", f"must be >= 1, got {value}")
+    if not args.clip >= 0:
+        raise ConfigError("--clip", "", f"must be >= 0 (0 = no clipping), got {args.clip}")
+    tables = [read_table(t, args.model) for t in args.inputs]
+    if args.out:
+        claim_file(Path(args.out), force=args.force, keep_flags="")
+    bar = tqdm(total=len(tables) * args.seeds, unit="policy", file=sys.stderr, disable=args.quiet, desc=flag[2:])
+
+    def progress(done: int, total: int) -> None:
+        bar.n = done
+        bar.refresh()
+
+    run = evaluation.leave_one_out if args.leave_one_out else evaluation.transfer
+    rows = run(tables, range(args.seeds), episodes=args.episodes, clip=args.clip, progress=progress)
+    bar.close()
+    summary = evaluation.summary(rows)
+    for line in evaluation.format_rows(rows):
+        print(line)
+    print(f"{flag[2:]}: {summary['picks']} picks; mean regret {summary['policy_mean_regret_points']:.2f} points "
+          f"(mean rank {summary['policy_mean_rank']:.1f}, {summary['policy_within_noise']} within noise) against "
+          f"the pooled lookup's {summary['lookup_mean_regret_points']:.2f} (mean rank {summary['lookup_mean_rank']:.1f}, "
+          f"{summary['lookup_within_noise']} within noise): "
+          f"{'no worse' if summary['no_worse_than_lookup'] else 'worse'} than the lookup")
+    if args.out:
+        atomic_write_json(Path(args.out), {"summary": summary, "picks": rows, "seeds": args.seeds,
+                                           "episodes": args.episodes, "clip": args.clip})
+    return 0
+
+
 def cmd_adapt_evaluate(args: argparse.Namespace) -> int:
     """Play a policy greedily on tables; print and write each pick's rank and gap."""
     from hetune.adapt.policy import evaluate
     from hetune.sim.tomlfile import atomic_write_json
 
+    if args.leave_one_out or args.transfer:
+        return cmd_adapt_generalise(args)
+    if len(args.inputs) < 2:
+        raise ConfigError("evaluate", "", "name a policy folder and one or more tables "
+                          "(or --leave-one-out / --transfer with tables)")
+    args.policy, args.tables = args.inputs[0], args.inputs[1:]
     results = [evaluate(Path(args.policy), t, args.model) for t in args.tables]
     for r in results:
         noise = "" if r["gap_se"] is None or r["sequence"] == r["best_sequence"] else (
@@ -149,9 +200,20 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
     q.add_argument("--out", required=True, help="policy folder")
     add_force_option(q, "policy")
     q.set_defaults(fn=cmd_adapt_learn, needs_torch=True)
-    q = asub.add_parser("evaluate", help="greedy play of a policy on tables")
-    q.add_argument("policy", help="policy folder from learn")
-    q.add_argument("tables", nargs="+")
+    q = asub.add_parser("evaluate", help="greedy play of a policy on tables; or, with --leave-one-out or "
+                                         "--transfer, how policies learned on some tables play on the others")
+    q.add_argument("inputs", nargs="+", metavar="POLICY TABLE",
+                   help="a policy folder from learn, then tables; with --leave-one-out or --transfer: tables only")
+    q.add_argument("--leave-one-out", action="store_true",
+                   help="per table and seed: learn on all the other tables, play on this one")
+    q.add_argument("--transfer", action="store_true",
+                   help="per table and seed: learn on this table alone, play on each of the others")
+    q.add_argument("--seeds", type=int, default=5, help="with --leave-one-out/--transfer: seeds 0..N-1 (default 5)")
+    q.add_argument("--episodes", type=int, default=20_000, help="with --leave-one-out/--transfer: per policy")
+    q.add_argument("--clip", type=float, default=5.0, help="with --leave-one-out/--transfer: as in learn")
     q.add_argument("--model", default="")
-    q.add_argument("--out", default="", help="JSON (default: <policy>/evaluation.json)")
+    q.add_argument("--out", default="", help="JSON (default: <policy>/evaluation.json; with --leave-one-out or "
+                                             "--transfer: none unless given)")
+    add_force_option(q, "evaluation")
+    q.add_argument("--quiet", action="store_true", help="no progress bar")
     q.set_defaults(fn=cmd_adapt_evaluate, needs_torch=True)
