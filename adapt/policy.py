@@ -1,39 +1,17 @@
 """``hetune adapt learn`` / ``evaluate``: a REINFORCE policy that decides where to deepen a model.
 
-State = features of the model's structure and of the time left, never names: for each
-deepenable block (layers in it, log2 width, log10 parameters), for the whole model (conv
-/ linear / batch-norm / other layer counts, depth, log10 parameters), the age of each
-block's newest layer (so two orders of the same deepenings differ), the fraction of the
-budget left, its logarithm and a half period of sine and cosine of it, and the decision
-index. A policy learned on four scenarios meets a fifth whose times left lie outside
-theirs (the earliest and the latest "up"), so the time features are mostly monotonic:
-the second harmonics used before turn back there. On the five tables built with the
-weights' moving average (results/adapt4, when middle and late had 6 repeats), leaving
-one out ranked early 1st for seeds 0-2 with these, 1st, 5th and 6th with the harmonics;
-top 5 in 3, 2 and 2 of the five scenarios, against 2, 2 and 1. Dropping the sinusoids
-too did as well there, but ranked 4th from scratch on a convnet3 table. Layers of a kind
-never seen before only change the counts, so nothing breaks on unseen layers. Structures
-come from real models built and deepened with ``adapt.net2net``. Dropping the decision
-index (so the policy must share what it learns about the time left across the decisions)
-was tried on the base_epoch_s tables (results/adapt5, seeds 0-4) and not kept: at 4
-repeats it ranked top 5 left out on all five scenarios, at 8 repeats it did no better
-than with the index (top 5 on 2-4 of the five, against 2-3), and from scratch it ranked
-late's table 5th for 2 of 5 seeds, against 2nd for every seed with the index.
-Averaging the action probabilities of 5 policies from different seeds was tried too
-(bench/bench_adapt.py --ensemble 5) and not kept: it took the seeds' majority but left
-leave-one-out at top 5 on 3-4 of the five (a middle-late ensemble 19th), for five times
-the learning time.
+State: features of the model's structure and of the time left, never layer names: per deepenable
+block (layers, log2 width, log10 parameters), for the whole model (conv / linear / batch-norm /
+other layer counts, depth, log10 parameters), the age of each block's newest layer (so two orders of
+the same deepenings differ), the fraction of the budget left, its logarithm, a half period of sine
+and cosine of it (mostly monotonic, so a scenario outside the learned times left is not met by a
+feature that turns back), and the decision index. Layers of an unseen kind only change the counts.
 
-Learning: batched REINFORCE over the table(s), reward = the sequence's accuracy
-standardised per table, a per-state moving-average baseline, a softmax temperature
-annealed from 4 to 0.3 and an entropy bonus (0.2 at first) that decays to 0; Adam, with
-each update's gradient norm clipped at 5 (see ``learn``'s ``clip``).
-The exploration is wide on purpose. With a temperature from 2 and a bonus of 0.05,
-2 of 125 runs (25 tables x 5 seeds) settled on a subtree whose average was best
-while the last decision was still exploring, and missed the table's best by 5-6
-points (ranks 4 and 6 of 64); the mean shortfall was 0.16 points. With these, one
-run ranked below 3rd (13th, 1.4 points short) and the mean shortfall was 0.05 points.
-Greedy play (argmax) is what evaluate reports.
+Learning: batched REINFORCE over the table(s), reward = the sequence's accuracy standardised per
+table, a per-state moving-average baseline, a softmax temperature annealed from 4 to 0.3 and an
+entropy bonus (0.2 at first) decaying to 0; Adam, each update's gradient norm clipped at 5
+(``learn``'s ``clip``). Greedy play (argmax) is what evaluate reports. The alternatives tried for
+each choice, with their measurements, are in bench/ADAPT-HISTORY.md.
 """
 
 from __future__ import annotations
