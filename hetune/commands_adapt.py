@@ -7,7 +7,7 @@ import math
 import sys
 from pathlib import Path
 
-from hetune.common import add_force_option, add_set_option
+from hetune.common import add_force_option, add_set_option, positive
 from hetune.sim.outdir import claim_file, claim_folder
 from hetune.sim.errors import ConfigError
 
@@ -20,8 +20,7 @@ def cmd_adapt_build(args: argparse.Namespace) -> int:
     from hetune.adapt.scenario import load_scenario
     from hetune.adapt.build import build_table
 
-    if args.repeats < 1:
-        raise ConfigError("--repeats", "", f"must be >= 1, got {args.repeats}")
+    positive(args.repeats, "--repeats")
     scenario = load_scenario(args.experiment, args.overrides)
     claim_file(Path(args.out), keep=args.resume, force=args.force)
     clock = read_clock(scenario, args.clock) if args.clock else None
@@ -47,8 +46,7 @@ def cmd_adapt_clock(args: argparse.Namespace) -> int:
     from hetune.adapt.net2net import SMALL_MODELS
     from hetune.sim.tomlfile import atomic_write_json
 
-    if args.rounds < 1:
-        raise ConfigError("--rounds", "", f"must be >= 1, got {args.rounds}")
+    positive(args.rounds, "--rounds")
     scenario = load_scenario(args.experiment, args.overrides)
     claim_file(Path(args.out), force=args.force, keep_flags="")
     cost = measure_clock(scenario, rounds=args.rounds)
@@ -67,8 +65,7 @@ def cmd_adapt_learn(args: argparse.Namespace) -> int:
     from hetune.adapt.policy import greedy, learn, load_policy, save_policy
     from hetune.sim.tomlfile import atomic_write_json
 
-    if args.episodes < 1:
-        raise ConfigError("--episodes", "", f"must be >= 1, got {args.episodes}")
+    positive(args.episodes, "--episodes")
     if not args.clip >= 0:  # also refuses nan
         raise ConfigError("--clip", "", f"must be >= 0 (0 = no clipping), got {args.clip}")
     out = Path(args.out)
@@ -108,9 +105,8 @@ def cmd_adapt_generalise(args: argparse.Namespace) -> int:
         raise ConfigError("--transfer", "", "cannot be combined with --leave-one-out (run them one at a time)")
     if len(args.inputs) < 2:
         raise ConfigError(flag, "", f"needs two or more tables, got {len(args.inputs)}")
-    for flag_name, value in (("--seeds", args.seeds), ("--episodes", args.episodes)):
-        if value < 1:
-            raise ConfigError(flag_name, "", f"must be >= 1, got {value}")
+    positive(args.seeds, "--seeds")
+    positive(args.episodes, "--episodes")
     if not args.clip >= 0:
         raise ConfigError("--clip", "", f"must be >= 0 (0 = no clipping), got {args.clip}")
     tables = [read_table(t, args.model) for t in args.inputs]
@@ -139,9 +135,27 @@ def cmd_adapt_generalise(args: argparse.Namespace) -> int:
     return 0
 
 
+def _policy_lookup(policy_dir: Path, model: str) -> tuple[int, int, int] | None:
+    """The pooled-lookup sequence of the tables a policy learned from (policy.json), or None when any
+    of them cannot be read any more (moved or deleted): the baseline of a held-out evaluation."""
+    import json
+
+    from hetune.adapt.evaluation import pooled_lookup
+    from hetune.adapt.tables import read_table
+
+    try:
+        paths = json.loads((policy_dir / "policy.json").read_text())["tables"]
+        return pooled_lookup([read_table(t, model) for t in paths])
+    except (OSError, ValueError, KeyError, TypeError, ConfigError):
+        return None
+
+
 def cmd_adapt_evaluate(args: argparse.Namespace) -> int:
-    """Play a policy greedily on tables; print and write each pick's rank and gap."""
+    """Play a policy greedily on tables; print and write each pick's rank and gap (and, when the policy's
+    own tables are readable, the pooled lookup of those tables played on the same table)."""
+    from hetune.adapt.evaluation import pick
     from hetune.adapt.policy import evaluate
+    from hetune.adapt.tables import read_table
     from hetune.sim.tomlfile import atomic_write_json
 
     if args.leave_one_out or args.transfer:
@@ -151,13 +165,19 @@ def cmd_adapt_evaluate(args: argparse.Namespace) -> int:
                           "(or --leave-one-out / --transfer with tables)")
     args.policy, args.tables = args.inputs[0], args.inputs[1:]
     results = [evaluate(Path(args.policy), t, args.model) for t in args.tables]
+    lookup = _policy_lookup(Path(args.policy), args.model)
     for r in results:
         noise = "" if r["gap_se"] is None or r["sequence"] == r["best_sequence"] else (
             f" ({100 * r['gap_to_best']:.2f} points below it, se {100 * r['gap_se']:.2f}: "
             f"{'within' if r['within_noise'] else 'outside'} the noise)")
+        base = ""
+        if lookup is not None:
+            r["pooled_lookup"] = pick(read_table(r["table"], args.model), lookup)
+            base = (f"; pooled lookup of the policy's tables {tuple(lookup)} rank {r['pooled_lookup']['rank']}/64, "
+                    f"regret {r['pooled_lookup']['regret_points']:.2f} points")
         print(f"{r['table']}: sequence {tuple(r['sequence'])} acc {r['accuracy']:.3f} rank {r['rank']}/64; "
               f"best {tuple(r['best_sequence'])} acc {r['best_accuracy']:.3f}{noise}; "
-              f"no adaptation rank {r['no_adaptation_rank']} (policy {r['policy_sha256'][:12]})")
+              f"no adaptation rank {r['no_adaptation_rank']}{base} (policy {r['policy_sha256'][:12]})")
     out = Path(args.out) if args.out else Path(args.policy) / "evaluation.json"
     atomic_write_json(out, results)
     return 0

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from hetune.common import add_force_option, add_set_option, add_size_option, int_list, shipped
+from hetune.common import add_force_option, add_set_option, add_size_option, int_list, positive, shipped
 from hetune.sim.outdir import claim_file, claim_folder
 from hetune.sim.errors import ConfigError
 
@@ -75,8 +75,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from hetune.sim.loader import load_inputs
     from hetune.sim.size import check_size
 
-    if args.repeat < 1:
-        raise ConfigError("--repeat", "", f"must be >= 1, got {args.repeat}")
+    positive(args.repeat, "--repeat")
     if args.seed is not None and args.seed < 0:
         raise ConfigError("--seed", "", f"must be >= 0, got {args.seed}")
     out = Path(args.out)

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from hetune.common import add_force_option, add_set_option, add_size_option, default_experiment
+from hetune.common import add_force_option, add_set_option, add_size_option, default_experiment, positive
 from hetune.sim.size import check_size
 from hetune.sim.errors import ConfigError
 
@@ -65,10 +65,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from hetune.sim.outdir import claim_folder
     from hetune.sim.sweep import LocalExecutor, format_ranking, ranking, run_sweep
 
-    if args.seeds < 1:
-        raise ConfigError("--seeds", "", f"must be >= 1, got {args.seeds}")
-    if args.jobs < 1:
-        raise ConfigError("--jobs", "", f"must be >= 1, got {args.jobs}")
+    positive(args.seeds, "--seeds")
+    positive(args.jobs, "--jobs")
     names = strategies.names() if args.strategies == "all" else [s.strip() for s in args.strategies.split(",") if s.strip()]
     for n in names:
         strategies.get_class(n, "--strategies")

@@ -53,3 +53,17 @@ def test_bad_generalisation_input(tmp_path, capsys):
         assert main(["adapt", "evaluate", *argv]) == 2
         err = capsys.readouterr().err.strip()
         assert needle in err and len(err.splitlines()) == 1
+
+
+def test_held_out_evaluation_carries_the_lookup_of_the_policys_own_tables(tmp_path, capsys):
+    a, b = (str(write_table(tmp_path / f"{n}.csv", best=(1, 0, 3))) for n in "ab")
+    held = str(write_table(tmp_path / "held.csv", best=(2, 2, 2)))
+    assert main(["adapt", "learn", a, b, "--episodes", "640", "--out", str(tmp_path / "p")]) == 0
+    assert main(["adapt", "evaluate", str(tmp_path / "p"), held]) == 0
+    ev = json.loads((tmp_path / "p" / "evaluation.json").read_text())[0]
+    assert ev["pooled_lookup"]["sequence"] == [1, 0, 3]
+    assert ev["pooled_lookup"]["rank"] == read_table(held).rank((1, 0, 3))
+    assert "pooled lookup of the policy's tables (1, 0, 3)" in capsys.readouterr().out
+    (tmp_path / "a.csv").unlink()  # the policy's tables moved: no baseline, still an evaluation
+    assert main(["adapt", "evaluate", str(tmp_path / "p"), held, "--out", str(tmp_path / "e2.json")]) == 0
+    assert "pooled_lookup" not in json.loads((tmp_path / "e2.json").read_text())[0]
