@@ -88,7 +88,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
         seed = (args.seed or 0) + r if args.repeat > 1 else args.seed
         summary = run_validate(args.experiment, args.overrides, args.strategy, run_out, data_dir=args.data_dir,
                                seed=seed, report_interval_s=args.report_interval, address=args.address,
-                               quiet=args.quiet, resume=args.resume)
+                               quiet=args.quiet, resume=args.resume, plain=args.plain)
         ttt = summary["time_to_target_s"]
         print(f"real run ({summary['strategy']}, seed {summary['seed']}): time to target "
               f"{'never' if ttt is None else f'{ttt:,.0f} s'}, makespan {summary['makespan_s']:,.0f} s, "
@@ -98,6 +98,22 @@ def cmd_validate(args: argparse.Namespace) -> int:
         rep = summarize_repeats(runs, out / "repeats.json")
         print(f"{args.repeat} repeats: runtime {rep['makespan_s']['mean']:,.1f} +/- {rep['makespan_s']['std']:,.1f} s, "
               f"best accuracy {rep['best_accuracy']['mean']:.3f} +/- {rep['best_accuracy']['std']:.3f}")
+    return 0
+
+
+def cmd_slots(args: argparse.Namespace) -> int:
+    """Print, per node of the experiment's cluster, the `ray start` resources its strategy's workers need."""
+    import json
+
+    from hetune.real.strategy_scheduler import node_resources
+    from hetune.real.validate import strategy_workers
+    from hetune.sim.loader import load_inputs
+
+    inputs = load_inputs(args.experiment, args.overrides)
+    workers, _, strategy = strategy_workers(inputs, args.strategy)
+    for node, res in sorted(node_resources(workers).items()):
+        print(f"{node}: ray start --address=HEAD:6379 --resources='{json.dumps(res)}'")
+    print(f"{strategy.name}: {len(workers)} worker slot(s) on {len(node_resources(workers))} node(s)")
     return 0
 
 
@@ -151,10 +167,18 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
     p.add_argument("--quiet", action="store_true", help="no status tables")
     p.add_argument("--repeat", type=int, default=1, help="run N times (seeds seed..seed+N-1); writes repeats.json")
     p.add_argument("--resume", action="store_true", help="continue an interrupted run in --out (Tuner.restore)")
+    p.add_argument("--plain", action="store_true", help="tune-default only: Ray Tune's own PBT scheduling, no "
+                                                        "strategy adapter (the reference for the simulator's model of Ray)")
     add_force_option(p, "run")
     add_size_option(p)
     add_set_option(p)
     p.set_defaults(fn=cmd_validate, needs_torch=True)
+
+    p = sub.add_parser("slots", help="the `ray start --resources` each node needs for a strategy's workers")
+    p.add_argument("experiment")
+    p.add_argument("--strategy", default="tune-default")
+    add_set_option(p)
+    p.set_defaults(fn=cmd_slots)
 
     p = sub.add_parser("compare", help="real run against the simulator's prediction of it")
     p.add_argument("run", help="a folder written by validate")

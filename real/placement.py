@@ -1,43 +1,35 @@
-"""How a simulator strategy is run for real: Ray resource requests and scheduler, or why it cannot be.
+"""How a strategy runs for real: the scheduler Tune runs, the resources trials start with, and the
+slot resources each node must carry.
 
-- tune-default: every trial requests the same resources (1 GPU on GPU clusters, else the
-  CPU nodes' worker size in cores); Ray places it on any node with room.
-- rank-aware: Ray Tune's ResourceChangingScheduler around PBT moves trials between device
-  types as they report: the best-ranked trials get the fastest type's ``device:<type>``
-  resource, the rest the slower types (a trial whose placement changes restarts from
-  its checkpoint on the new device).
-Other strategies are refused with the reason.
+Every strategy runs through ``StrategyScheduler`` (real/strategy_scheduler.py), driven by the very
+strategy object the simulator uses. ``plain`` is the reference run of Ray Tune's own PBT scheduling
+with no adapter (tune-default only): the ground truth for the simulator's model of Ray itself.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from hetune.sim.cluster import ClusterConfig, WorkerSpec
 from hetune.sim.errors import ConfigError
-
-NOT_RUNNABLE = {
-    "hrfs": "HRFS is its own loop of Ray tasks with half-interval chunks and worker retirement, "
-            "which Ray Tune's trial model cannot express; validate supports tune-default and rank-aware",
-    "throughput-proportional": "its chunks vary in length per device type, but Ray Tune's PBT perturbs "
-                               "at one fixed interval; validate supports tune-default and rank-aware",
-    "leader-fusion": "a fused multi-device data-parallel trial that follows the leader is not implemented "
-                     "for real runs yet; validate supports tune-default and rank-aware",
-}
+from hetune.sim.strategies.base import Strategy
 
 
 @dataclass
 class Placement:
-    """Resources per trial and an optional wrapper around the PBT scheduler.
+    """Resources per trial, the scheduler built around PBT, and the slot resources per node.
 
     Args:
-        resources: Ray resources each trial requests at start ({"CPU": 1}, {"GPU": 1}, ...).
-        wrap: builds the scheduler Tune runs from the PBT scheduler (identity for tune-default).
+        resources: Ray resources each trial requests at start ({"CPU": 1}, {"GPU": 1}, ...); a
+            StrategyScheduler replaces them before a trial first starts.
+        wrap: builds the scheduler Tune runs from the PBT scheduler.
+        node_resources: node name -> custom resources it must declare (the workers' slots).
     """
 
     resources: dict[str, float]
     wrap: Callable[[Any], Any]
+    node_resources: dict[str, dict[str, float]] = field(default_factory=dict)
 
 
 def _trial_cpus(cluster: ClusterConfig) -> int:
@@ -45,49 +37,28 @@ def _trial_cpus(cluster: ClusterConfig) -> int:
     return min(sizes) if sizes else 1
 
 
-def placement(strategy: str, cluster: ClusterConfig, workers: list[WorkerSpec],
-              step_time_s: Callable[[str, int], float]) -> Placement:
-    """Placement of ``strategy`` on ``cluster`` or ConfigError saying why it cannot run for real.
+def placement(strategy: Strategy, cluster: ClusterConfig, workers: list[WorkerSpec],
+              step_time_s: Callable[[str, int], float], plain: bool = False, **scheduler_args: Any) -> Placement:
+    """How ``strategy`` runs on ``cluster``.
 
     Args:
-        strategy: registered strategy name.
+        strategy: a fresh strategy instance.
         cluster: the cluster config.
         workers: the strategy's workers (slots).
         step_time_s: seconds per iteration for (device type, devices), from the calibration.
+        plain: Ray Tune's own PBT scheduling, no adapter (tune-default only).
+        scheduler_args: the rest of StrategyScheduler's arguments (interval, mode, stop_iterations,
+            target_accuracy, on_pause).
     """
-    if strategy in NOT_RUNNABLE:
-        raise ConfigError("--strategy", "", f"{strategy} cannot run for real: {NOT_RUNNABLE[strategy]}")
     has_gpu = any(cluster.devices[w.device].kind == "gpu" for w in workers)
     base = {"GPU": 1.0} if has_gpu else {"CPU": float(_trial_cpus(cluster))}
-    if strategy == "tune-default":
+    if plain:
+        if strategy.name != "tune-default":
+            raise ConfigError("--plain", "", f"is Ray Tune's own scheduling, the reference for tune-default; "
+                              f"it cannot run {strategy.name}")
         return Placement(base, lambda pbt: pbt)
-    if strategy == "rank-aware":
-        return Placement(base, lambda pbt: _rank_aware(pbt, workers, step_time_s, base))
-    raise ConfigError("--strategy", "", f"{strategy} has no real placement")
+    from hetune.real.strategy_scheduler import StrategyScheduler, node_resources
 
-
-def _rank_aware(pbt: Any, workers: list[WorkerSpec], step_time_s: Callable[[str, int], float],
-                base: dict[str, float]) -> Any:
-    from ray.tune.execution.placement_groups import PlacementGroupFactory
-    from ray.tune.schedulers import ResourceChangingScheduler
-
-    # Device types fastest first, with how many slots each has.
-    order = sorted({w.device for w in workers}, key=lambda d: step_time_s(d, 1))
-    slots = {d: sum(1 for w in workers if w.device == d) for d in order}
-
-    def allocate(controller: Any, trial: Any, result: dict, scheduler: Any) -> Any:
-        scores = []
-        for t in controller.get_trials():
-            last = t.last_result or {}
-            if not t.is_finished() and "accuracy" in last:
-                scores.append((-float(last["accuracy"]), str(t.trial_id)))
-        scores.sort()
-        rank = next((k for k, (_, tid) in enumerate(scores) if tid == str(trial.trial_id)), len(scores))
-        seen = 0
-        for d in order:  # the best `slots[fastest]` trials on the fastest type, and so on
-            seen += slots[d]
-            if rank < seen:
-                break
-        return PlacementGroupFactory([dict(base, **{f"device:{d}": 1.0})])
-
-    return ResourceChangingScheduler(base_scheduler=pbt, resources_allocation_function=allocate)
+    kinds = {name: d.kind for name, d in cluster.devices.items()}
+    return Placement(base, lambda pbt: StrategyScheduler(strategy, workers, step_time_s, kinds, pbt, **scheduler_args),
+                     node_resources(workers))

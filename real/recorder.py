@@ -41,6 +41,7 @@ class EventLog:
         self.target = target_accuracy
         self.stop_iterations = stop_iterations
         self.slot_of: dict[int, int] = {}  # trial -> worker slot
+        self.placed: dict[int, int] | None = None  # trial -> slot, when a StrategyScheduler places trials
         self.state: dict[int, dict[str, Any]] = {}
         for i, w in enumerate(workers):
             self.add(make_event(0.0, "worker_added", worker=i, node=w.node, device=w.device, devices=w.devices))
@@ -83,6 +84,9 @@ class EventLog:
 
     def _slot(self, trial: int, node: str, device: str) -> int:
         if trial in self.slot_of:
+            return self.slot_of[trial]
+        if self.placed is not None and trial in self.placed:
+            self.slot_of[trial] = self.placed[trial]
             return self.slot_of[trial]
         busy = set(self.slot_of.values())
         free = [i for i, w in enumerate(self.workers) if w.node == node and i not in busy]
@@ -207,10 +211,12 @@ def _hp(config: dict[str, Any]) -> dict[str, float]:
 class RecordingPBT(PopulationBasedTraining):
     """Ray Tune's PBT, unchanged, that also logs every exploit and explore as events."""
 
-    def __init__(self, log: EventLog, recorder: RecorderCallback, **kwargs: Any) -> None:
+    def __init__(self, log: EventLog, recorder: RecorderCallback, record_pauses: bool = True, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._hetune_log = log
         self._hetune_recorder = recorder
+        # False under a StrategyScheduler, which overrules PBT's pauses and records its own
+        self._hetune_record_pauses = record_pauses
 
     def _exploit(self, tune_controller: Any, trial: Any, trial_to_clone: Any) -> None:
         log = self._hetune_log
@@ -233,6 +239,6 @@ class RecordingPBT(PopulationBasedTraining):
         st = self._hetune_log.state.setdefault(trial_index(trial), {"iteration": 0, "accuracy": None, "started": True})
         st["iteration"], st["accuracy"] = int(result.get("step", 0)), float(result.get("accuracy", 0.0))
         decision = super().on_trial_result(tune_controller, trial, result)
-        if decision == self.PAUSE:  # time-multiplexing: a paused or pending trial waits
+        if decision == self.PAUSE and self._hetune_record_pauses:  # time-multiplexing: a paused or pending trial waits
             self._hetune_recorder.pause(trial)
         return decision

@@ -41,7 +41,8 @@ def best_strategy(experiment_name: str, results: Path = Path("results")) -> str:
     return max(found)[1]
 
 
-def _workers(inputs: RunInputs, strategy: str) -> tuple[list[WorkerSpec], Any]:
+def strategy_workers(inputs: RunInputs, strategy: str) -> tuple[list[WorkerSpec], Any, Any]:
+    """The strategy's instance, its workers and the calibration's step-time function."""
     cluster = inputs.cluster
     kinds = {n: d.kind for n, d in cluster.devices.items()}
     cal = inputs.calibration
@@ -50,11 +51,28 @@ def _workers(inputs: RunInputs, strategy: str) -> tuple[list[WorkerSpec], Any]:
     def step_time_s(device: str, devices: int) -> float:
         return cal.device_model(model, device).step_time_s(inputs.experiment.experiment.batch_size, devices, kinds[device])
 
-    s = strategy_registry.create(strategy, inputs.strategy_params(strategy))
-    return s.workers(cluster, step_time_s), step_time_s
+    s = inputs.make_strategy(strategy)
+    return s.workers(cluster, step_time_s), step_time_s, s
 
 
-def _start_ray(inputs: RunInputs, address: str, storage: Path, shared: bool):
+def _node_slots(workers: list[WorkerSpec]) -> dict[str, dict[str, float]]:
+    from hetune.real.strategy_scheduler import node_resources
+    return node_resources(workers)
+
+
+def _check_slots(ray: Any, slots: dict[str, dict[str, float]], strategy: str) -> None:
+    """Refuse, in one line, a Ray cluster whose nodes do not declare the strategy's worker slots."""
+    have = ray.cluster_resources()
+    missing = {node: res for node, res in slots.items() if any(have.get(k, 0) < v for k, v in res.items())}
+    if missing:
+        node, res = next(iter(sorted(missing.items())))
+        raise ConfigError("--address", "", f"{strategy} places trials on {sum(len(r) for r in slots.values())} "
+                          f"worker slots, and {len(missing)} node(s) lack theirs: start node {node} with "
+                          f"ray start --resources '{json.dumps(res)}' (every node's line: hetune slots EXP --strategy {strategy})")
+
+
+def _start_ray(inputs: RunInputs, address: str, storage: Path, shared: bool,
+               slots: dict[str, dict[str, float]] | None = None):
     import ray
 
     from hetune.real.reach import check_reachable
@@ -77,8 +95,8 @@ def _start_ray(inputs: RunInputs, address: str, storage: Path, shared: bool):
                           "this machine; run on a Ray cluster with those GPUs (--address)")
     c = Cluster(initialize_head=True, head_node_args={"num_cpus": 0})
     for name, g in cluster.node_names():
-        slots = g.cpu_workers()
-        c.add_node(num_cpus=g.cpus, resources={f"device:{g.device}": float(slots), f"hetune-node:{name}": 1.0})
+        c.add_node(num_cpus=g.cpus, resources={f"device:{g.device}": float(g.cpu_workers()),
+                                               f"hetune-node:{name}": 1.0, **(slots or {}).get(name, {})})
     ray.init(address=c.address, log_to_driver=False, logging_level=logging.WARNING)
     c.wait_for_nodes()
     return ray, c
@@ -86,7 +104,7 @@ def _start_ray(inputs: RunInputs, address: str, storage: Path, shared: bool):
 
 def run_validate(experiment: str, overrides: list[str], strategy: str, out: Path, data_dir: str = "",
                  seed: int | None = None, report_interval_s: float = 300.0, address: str = "",
-                 quiet: bool = False, resume: bool = False) -> dict[str, Any]:
+                 quiet: bool = False, resume: bool = False, plain: bool = False) -> dict[str, Any]:
     """One real run; writes events.jsonl, summary.json, config.toml into ``out`` and returns the summary.
 
     Args:
@@ -100,6 +118,7 @@ def run_validate(experiment: str, overrides: list[str], strategy: str, out: Path
         address: Ray cluster address ("" = emulate the cluster config on this machine).
         quiet: no status tables.
         resume: continue an interrupted run in ``out`` (Tuner.restore; journaled events kept).
+        plain: Ray Tune's own PBT scheduling with no adapter (the tune-default reference run).
     """
     from ray import tune
 
@@ -117,8 +136,8 @@ def run_validate(experiment: str, overrides: list[str], strategy: str, out: Path
         strategy = best_strategy(info.name)
     strategy_registry.get_class(strategy)
     seed = info.seed if seed is None else seed
-    workers, step_time_s = _workers(inputs, strategy)
-    place = placement(strategy, inputs.cluster, workers, step_time_s)
+    workers, step_time_s, strategy_obj = strategy_workers(inputs, strategy)
+    placement(strategy_obj, inputs.cluster, workers, step_time_s, plain=plain)  # refuse before anything starts
     out = out.resolve()
     if exp.real.synthetic:
         data = str(out / "data")
@@ -134,7 +153,8 @@ def run_validate(experiment: str, overrides: list[str], strategy: str, out: Path
     out.mkdir(parents=True, exist_ok=True)
     if exp.real.synthetic:
         write_synthetic(data, info.dataset, train=exp.real.synthetic_train, test=info.eval_samples, seed=seed)
-    ray, emulated = _start_ray(inputs, address, storage, exp.real.shared_storage)
+    slots = {} if plain else _node_slots(workers)
+    ray, emulated = _start_ray(inputs, address, storage, exp.real.shared_storage, slots)
     try:
         needed = {w.device for w in workers}
         targets = {t.device: t for t in discover(inputs.cluster, ray.nodes())}
@@ -142,6 +162,8 @@ def run_validate(experiment: str, overrides: list[str], strategy: str, out: Path
         if lacking:
             raise ConfigError("--strategy", "", f"{strategy} needs device type(s) {', '.join(lacking)} "
                               f"that the Ray cluster lacks")
+        if not plain:
+            _check_slots(ray, slots, strategy)
         rng_root = np.random.SeedSequence(seed)
         initial = [sample_config(exp.pbt.mutations, np.random.default_rng(ss))
                    for ss in rng_root.spawn(info.population)]  # the simulator's population for this seed
@@ -164,7 +186,14 @@ def run_validate(experiment: str, overrides: list[str], strategy: str, out: Path
         if resume:
             log.resume_from(journal)
         recorder = RecorderCallback(log)
-        pbt = RecordingPBT(log, recorder, **_pbt_kwargs(exp))
+        pbt = RecordingPBT(log, recorder, record_pauses=plain, **_pbt_kwargs(exp))
+        place = placement(strategy_obj, inputs.cluster, workers, step_time_s, plain=plain,
+                          interval=exp.pbt.perturbation_interval, mode=exp.pbt.mode,
+                          stop_iterations=info.stop_iterations, target_accuracy=info.target_accuracy,
+                          on_pause=recorder.pause)
+        scheduler = place.wrap(pbt)
+        if not plain:
+            log.placed = scheduler.last_slot  # the recorder files each chunk under the slot it ran on
         callbacks: list[Any] = [recorder]
         if not quiet:
             callbacks.append(StatusCallback(log, report_interval_s, info.batch_size))
@@ -178,11 +207,11 @@ def run_validate(experiment: str, overrides: list[str], strategy: str, out: Path
             # ours carry the journaled events, so they replace them.
             internal = tuner._local_tuner  # no public setter for callbacks on a restored Tuner
             internal.get_run_config().callbacks = callbacks
-            internal._tune_config.scheduler = place.wrap(pbt)
+            internal._tune_config.scheduler = scheduler
         else:
             tuner = tune.Tuner(
                 trainable, param_space=param_space,
-                tune_config=tune.TuneConfig(scheduler=place.wrap(pbt), reuse_actors=False),
+                tune_config=tune.TuneConfig(scheduler=scheduler, reuse_actors=False),
                 # Stopping on the final result (before PBT may pause it) saves a restart just to return.
                 run_config=tune.RunConfig(name=name, storage_path=str(storage), verbose=0,
                                           stop=_Stop(info.stop_iterations, info.target_accuracy),

@@ -31,7 +31,8 @@ class Ordering(str, Enum):
     FIFO = "fifo"  # trial id
 
 
-def _keys(mode: str) -> dict[Ordering, Callable[[_Indexed], tuple]]:
+def ordering_keys(mode: str) -> dict[Ordering, Callable[[_Indexed], tuple]]:
+    """Sort key of each ordering (smallest first) for pbt.mode ``mode``; shared by both engines' views."""
     sign = 1.0 if mode == "max" else -1.0
 
     def goodness(t: _Indexed) -> float:
@@ -57,7 +58,7 @@ class RunnableIndex:
     def __init__(self, mode: str = "max") -> None:
         self._members: dict[int, _Indexed] = {}
         self._heaps: dict[Ordering, list[tuple]] = {}
-        self._key = _keys(mode)
+        self._key = ordering_keys(mode)
 
     def __len__(self) -> int:
         return len(self._members)

@@ -161,3 +161,10 @@ def test_a_closed_pipe_ends_quietly():
     finally:
         os.close(write)
     assert proc.returncode == 141 and proc.stderr == ""
+
+
+def test_slots_prints_each_nodes_ray_start_resources(capsys):
+    assert main(["slots", str(REPO / "configs/experiments/smoke-local.toml"), "--strategy", "hrfs"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == """local-fast: ray start --address=HEAD:6379 --resources='{"hetune-worker:0": 1.0}'"""
+    assert out[1].startswith("local-slow: ") and out[2] == "hrfs: 2 worker slot(s) on 2 node(s)"

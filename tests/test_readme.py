@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from conftest import REPO
 from hetune.sim import strategies
 from hetune.sim.engine import simulate
@@ -32,3 +34,46 @@ def test_the_strategy_example_runs_in_the_simulator(default_experiment):
         assert chunks and all(e["iterations"] <= inputs.experiment.pbt.perturbation_interval for e in chunks)
     finally:
         strategies.REGISTRY.pop("most-progressed-first", None)
+
+
+@pytest.mark.slow
+@pytest.mark.ray
+def test_the_ray_tune_example_runs_as_written(monkeypatch, tmp_path):
+    import ray
+
+    # Defined inside the test so that Ray pickles it by value (workers cannot import tests/).
+    def my_trainable(config: dict) -> None:
+        """A Ray Tune user's function trainable: accuracy grows with lr; a checkpoint every iteration."""
+        import json
+        import os
+        import tempfile
+
+        from ray import tune
+
+        step, acc = 0, 0.0
+        ckpt = tune.get_checkpoint()
+        if ckpt is not None:
+            with ckpt.as_directory() as d, open(os.path.join(d, "s.json")) as fh:
+                state = json.load(fh)
+            step, acc = state["step"], state["acc"]
+        while True:
+            step += 1
+            acc = min(1.0, acc + config["lr"] / 10)
+            with tempfile.TemporaryDirectory() as d:
+                with open(os.path.join(d, "s.json"), "w") as fh:
+                    json.dump({"step": step, "acc": acc}, fh)
+                tune.report({"accuracy": acc}, checkpoint=tune.Checkpoint.from_directory(d))
+
+    monkeypatch.chdir(REPO)  # the example's config paths are a checkout's
+    section = README[README.index("**Your own Tuner.**"):]
+    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    code = code.replace("ray.init(", "ray.init(include_dashboard=False, ", 1)
+    code = code.replace("run_config=tune.RunConfig(", f"run_config=tune.RunConfig(storage_path={str(tmp_path)!r}, verbose=0, ", 1)
+    namespace: dict = {"my_trainable": my_trainable}
+    try:
+        exec(compile(code, "README.md", "exec"), namespace)
+        results, scheduler = namespace["results"], namespace["scheduler"]
+        assert len(results) == 4 and all(r.metrics["training_iteration"] == 20 for r in results)
+        assert set(scheduler.last_slot.values()) == {0, 1}  # rank-aware used both workers
+    finally:
+        ray.shutdown()

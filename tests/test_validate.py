@@ -10,6 +10,12 @@ import sys
 import pytest
 
 from conftest import REPO
+from hetune.sim import strategies as strategy_registry
+from hetune.sim.engine import simulate
+from hetune.sim.loader import load_inputs
+from hetune.sim.strategies import names as strategy_names
+from hetune.sim.strategies import register
+from hetune.sim.strategies.base import IDLE, RETIRE, Ordering, Run, Strategy
 
 pytestmark = [pytest.mark.slow, pytest.mark.ray, pytest.mark.torch]  # real Ray Tune runs: minutes
 from hetune.cli import main
@@ -92,7 +98,7 @@ def test_bad_input(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)  # "best" looks for sweeps under ./results
     cases = [
         (["--strategy", "magic"], "unknown strategy 'magic'"),
-        (["--strategy", "hrfs"], "hrfs cannot run for real"),
+        (["--strategy", "hrfs", "--plain"], "--plain: is Ray Tune's own scheduling"),
         (["--strategy", "tune-default", "--set", "real.synthetic=false", "--data-dir", "/nonexistent/cifar"],
          "no cifar10 python folder at /nonexistent/cifar/cifar-10-batches-py"),
         (["--strategy", "tune-default", "--set", "real.synthetic=false"], "--data-dir: name the folder"),
@@ -173,3 +179,51 @@ def test_interrupted_validate_resumes(tmp_path):
         continued += bool(after) and after[0] > 10  # resumed from a checkpoint, not from scratch
     assert continued >= 1
     assert not journal.exists()
+
+
+TINY = ["--quiet", "--set", "experiment.population=2", "--set", "experiment.stop_iterations=20",
+        "--set", "experiment.checkpoint_interval=5", "--set", "pbt.perturbation_interval=10"]
+
+
+@pytest.mark.parametrize("strategy", strategy_names())
+def test_every_strategy_runs_for_real_through_its_own_strategy_object(tmp_path, strategy):
+    out = tmp_path / strategy
+    assert main(["validate", str(SMOKE), "--strategy", strategy, "--out", str(out), *TINY]) == 0
+    events = read_events(out / "events.jsonl")
+    assert {e["trial"] for e in events if e["kind"] == "stop"} == {0, 1}
+    assert max(e["iteration"] for e in events if e["kind"] == "chunk") == 20
+    carved = {e["worker"]: e["device"] for e in events if e["kind"] == "worker_added"}
+    assert all(carved[e["worker"]] == e["device"] for e in events if e["kind"] == "chunk")  # on its slot's node
+
+
+class FastestOnly(Strategy):
+    """Defined here, not in sim/strategies: retires every worker but the fastest."""
+
+    name = "test-fastest-only"
+    summary = "the fastest worker alone"
+
+    def assign(self, worker, view):
+        if worker.step_time_s > view.fastest_step_time_s():
+            return RETIRE
+        t = view.peek(Ordering.LEAST_PROGRESSED)
+        return IDLE if t is None else Run(t.id, view.interval)
+
+
+def test_a_strategy_added_in_a_test_runs_in_both_engines_unchanged(tmp_path):
+    register(FastestOnly)
+    try:
+        inputs = load_inputs(SMOKE, TINY[2::2])
+        sim = simulate(inputs, inputs.make_strategy(FastestOnly.name), 0).events
+        assert {e["device"] for e in sim if e["kind"] == "chunk"} == {"cpu-fast"}
+        assert main(["validate", str(SMOKE), "--strategy", FastestOnly.name, "--out", str(tmp_path / "r"), *TINY]) == 0
+        real = read_events(tmp_path / "r" / "events.jsonl")
+        assert {e["device"] for e in real if e["kind"] == "chunk"} == {"cpu-fast"}
+        assert {e["trial"] for e in real if e["kind"] == "stop"} == {0, 1}
+    finally:
+        strategy_registry.REGISTRY.pop(FastestOnly.name, None)
+
+
+def test_plain_ray_pbt_reference_run(tmp_path):
+    out = tmp_path / "plain"
+    assert main(["validate", str(SMOKE), "--strategy", "tune-default", "--plain", "--out", str(out), *TINY]) == 0
+    assert {e["trial"] for e in read_events(out / "events.jsonl") if e["kind"] == "stop"} == {0, 1}

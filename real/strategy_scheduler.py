@@ -1,0 +1,277 @@
+"""A Ray Tune scheduler driven by the simulator's own strategy objects: the second engine.
+
+The strategy carves its workers from the cluster; each becomes a Ray slot (a custom resource
+``hetune-worker:<i>`` on its node, see ``node_resources``). Whenever a slot is free the scheduler
+asks ``strategy.assign(worker, view)`` with the same view protocol the simulator gives, places the
+chosen trial there by changing its resources while it is paused (as Ray's ResourceChangingScheduler
+does), pauses it when its chunk ends, leaves a retired slot empty for good and tells the strategy
+what each chunk cost. PBT itself (ranking, exploit, explore) is the wrapped PopulationBasedTraining.
+
+Tune starts PENDING trials without asking a scheduler, so every trial is held PAUSED when it is
+added and starts only when the strategy places it. Usable in any Tuner::
+
+    scheduler = StrategyScheduler(strategy, workers, step_time_s, kinds, pbt, interval=10, mode="max",
+                                  stop_iterations=1000)
+    tune.Tuner(my_trainable, param_space=..., tune_config=tune.TuneConfig(scheduler=scheduler,
+               reuse_actors=False), run_config=...)
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from ray.tune.experiment import Trial
+from ray.tune.schedulers import PopulationBasedTraining, TrialScheduler
+
+from hetune.real.recorder import trial_index
+from hetune.real.strategy_view import Slot, TrialState, TuneView, slot_resource
+from hetune.sim.cluster import WorkerSpec
+from hetune.sim.strategies.base import Retire, Run, Strategy
+
+STALL_S = 30.0  # nothing running, nothing placed, every slot idle this long: the strategy has stalled
+
+
+class StrategyStalled(RuntimeError):
+    """Every worker answered Idle (or retired) while unfinished trials wait: the run cannot go on."""
+
+
+def node_resources(workers: list[WorkerSpec]) -> dict[str, dict[str, float]]:
+    """Node name -> the slot resources to declare on it (``ray start --resources``, or an emulated node)."""
+    out: dict[str, dict[str, float]] = {}
+    for i, w in enumerate(workers):
+        out.setdefault(w.node, {})[slot_resource(i)] = 1.0
+    return out
+
+
+class StrategyScheduler(TrialScheduler):
+    """Ray Tune scheduler placing PBT trials where a hetune strategy says.
+
+    Args:
+        strategy: a fresh strategy instance (sim/strategies).
+        workers: ``strategy.workers(cluster, step_time_s)``: slot i is worker i.
+        step_time_s: seconds per iteration for (device type, devices), from the calibration.
+        kinds: device type -> "gpu" or "cpu".
+        pbt: the PopulationBasedTraining doing ranking, exploit and explore.
+        interval: its perturbation interval, iterations (what strategies size chunks by).
+        mode: its mode, "max" or "min" (what best-ranked means).
+        stop_iterations: a trial's iteration limit.
+        target_accuracy: a trial stops on reaching it (the strategies' ``target_reached``).
+        on_pause: called with a trial the scheduler pauses (the event recorder's hook).
+    """
+
+    def __init__(self, strategy: Strategy, workers: list[WorkerSpec], step_time_s: Callable[[str, int], float],
+                 kinds: dict[str, str], pbt: PopulationBasedTraining, interval: int, mode: str,
+                 stop_iterations: int, target_accuracy: float = 1.0,
+                 on_pause: Callable[[Any], None] | None = None) -> None:
+        super().__init__()
+        self.strategy = strategy
+        self.pbt = pbt
+        self.slots = [Slot(i, w, kinds[w.device], step_time_s(w.device, w.devices)) for i, w in enumerate(workers)]
+        self.trials: dict[int, TrialState] = {}
+        self.target_accuracy = target_accuracy
+        self.view = TuneView(self.slots, self.trials, interval, stop_iterations, mode)
+        self.stop_iterations = stop_iterations
+        self.on_pause = on_pause
+        self.last_slot: dict[int, int] = {}  # trial index -> the slot it was last placed on (for the recorder)
+        self._idle_since: float | None = None
+
+    @classmethod
+    def from_configs(cls, strategy: str, cluster: str | Path, calibration: str | Path, model: str,
+                     batch_size: int, pbt: PopulationBasedTraining, stop_iterations: int,
+                     target_accuracy: float = 1.0, params: dict[str, Any] | None = None) -> "StrategyScheduler":
+        """A scheduler for a Ray Tune user's own Tuner, from hetune's config files.
+
+        Args:
+            strategy: a registered strategy name (``hetune strategies``).
+            cluster: the cluster TOML its workers are carved from.
+            calibration: the calibration TOML that times them (seconds per iteration).
+            model: the calibration's model key, e.g. "resnet18".
+            batch_size: samples per iteration.
+            pbt: the user's PopulationBasedTraining (its perturbation interval and mode are read from it).
+            stop_iterations: a trial's iteration limit.
+            target_accuracy: the accuracy at which a trial stops.
+            params: the strategy's parameters ([strategies.<name>] of an experiment).
+        """
+        from hetune.sim import strategies
+        from hetune.sim.cluster import load_cluster
+        from hetune.sim.throughput import load_calibration
+
+        spec, cal = load_cluster(cluster), load_calibration(calibration)
+        kinds = {name: d.kind for name, d in spec.devices.items()}
+
+        def step_time_s(device: str, devices: int) -> float:
+            return cal.device_model(model, device, str(calibration)).step_time_s(batch_size, devices, kinds[device])
+
+        instance = strategies.create(strategy, strategies.parse_params(strategy, params, "params"))
+        # Ray Tune 2.x keeps these as attributes of PopulationBasedTraining; there is no public getter.
+        return cls(instance, instance.workers(spec, step_time_s), step_time_s, kinds, pbt,
+                   interval=int(pbt._perturbation_interval), mode=pbt._mode or "max",
+                   stop_iterations=stop_iterations, target_accuracy=target_accuracy)
+
+    def node_resources(self) -> dict[str, dict[str, float]]:
+        """Node name -> the slot resources it must declare (``ray start --resources '<json>'``)."""
+        return node_resources([s.spec for s in self.slots])
+
+    # ------------------------------------------------------------ PBT passes through
+    def set_search_properties(self, metric: str | None, mode: str | None, **spec: Any) -> bool:
+        return self.pbt.set_search_properties(metric, mode, **spec)
+
+    def on_trial_add(self, tune_controller: Any, trial: Trial) -> None:
+        self.pbt.on_trial_add(tune_controller, trial)
+        i = trial_index(trial)
+        if i in self.trials and self.trials[i].status == "running":
+            return  # re-added after a failure: it restarts on its own slot from its checkpoint
+        state = self.trials.setdefault(i, TrialState(i))
+        state.iteration = int((trial.last_result or {}).get("training_iteration", state.iteration))  # restored
+        if trial.status in (Trial.TERMINATED, Trial.ERROR):
+            state.status = "stopped"
+            return
+        if trial.status == Trial.PENDING:
+            # Held until the strategy places it: on_trial_add runs before Tune files the trial
+            # under its status, so a PAUSED trial is never started by Tune on its own.
+            trial.set_status(Trial.PAUSED)
+        state.status = "pending" if state.iteration == 0 else "paused"
+
+    def on_trial_error(self, tune_controller: Any, trial: Trial) -> None:
+        self.pbt.on_trial_error(tune_controller, trial)  # a retried trial comes back through on_trial_add
+
+    def on_trial_complete(self, tune_controller: Any, trial: Trial, result: dict) -> None:
+        self.pbt.on_trial_complete(tune_controller, trial, result)
+        self._finish(trial, result)
+
+    def on_trial_remove(self, tune_controller: Any, trial: Trial) -> None:
+        self.pbt.on_trial_remove(tune_controller, trial)
+        self._finish(trial, None)
+
+    # ------------------------------------------------------------ the strategy decides
+    def on_trial_result(self, tune_controller: Any, trial: Trial, result: dict) -> str:
+        state = self.trials.setdefault(trial_index(trial), TrialState(trial_index(trial)))
+        state.iteration = int(result.get("training_iteration", state.iteration))
+        if "accuracy" in result:
+            state.accuracy = float(result["accuracy"])
+        if state.accuracy is not None and state.accuracy >= self.target_accuracy:
+            self.view.target = True
+        slot = self._slot_of(trial)
+        if slot is not None:
+            if slot.chunk_start_iter is None:  # restarted: from its own or (exploited) its donor's checkpoint
+                slot.chunk_start_iter = state.iteration - 1
+            slot.chunk_seconds += float(result.get("step_s", 0.0)) + float(result.get("eval_s", 0.0))
+        self.pbt.on_trial_result(tune_controller, trial, result)  # may exploit: Tune then restarts the trial
+        if slot is None:
+            return TrialScheduler.CONTINUE
+        if trial.status == Trial.PAUSED:  # exploited: it restarts from the donor's checkpoint, wherever placed
+            self._end_chunk(slot, state)
+            self._release(slot, state)
+            return TrialScheduler.NOOP
+        if state.iteration < min(slot.chunk_start_iter + slot.chunk_len, self.stop_iterations):
+            return TrialScheduler.CONTINUE  # mid-chunk; PBT's "pause when others wait" is the strategy's call
+        self._end_chunk(slot, state)
+        state.status = "paused"  # runnable again, so the strategy may choose it for this worker
+        decision = self.strategy.assign(slot, self.view)
+        if isinstance(decision, Run) and decision.trial == state.id:
+            self._start_chunk(slot, trial, state, decision.iterations, state.iteration)
+            return TrialScheduler.CONTINUE
+        self._release(slot, state)
+        if isinstance(decision, Retire):
+            slot.retired = True
+        elif isinstance(decision, Run):
+            self._reserve(slot, decision, tune_controller)
+        if self.on_pause is not None:
+            self.on_pause(trial)
+        return TrialScheduler.PAUSE
+
+    def choose_trial_to_run(self, tune_controller: Any) -> Trial | None:
+        for slot in self.slots:  # a trial that failed for good (no retries left) frees its slot
+            if slot.trial is not None and slot.trial.status in (Trial.ERROR, Trial.TERMINATED):
+                self._finish(slot.trial, None)
+        for slot in self.slots:
+            if slot.idle:
+                decision = self.strategy.assign(slot, self.view)
+                if isinstance(decision, Retire):
+                    slot.retired = True
+                elif isinstance(decision, Run):
+                    self._reserve(slot, decision, tune_controller)
+            # A chosen trial starts once Tune has it paused: one the scheduler just paused is still
+            # saving (RUNNING) for a moment.
+            if slot.reserved and slot.trial.status in (Trial.PAUSED, Trial.PENDING):
+                slot.reserved = False
+                return self._place(slot, slot.trial)
+        self._check_stall(tune_controller)
+        return None
+
+    # ------------------------------------------------------------ bookkeeping
+    def _slot_of(self, trial: Trial) -> Slot | None:
+        return next((s for s in self.slots if s.trial is trial), None)
+
+    def _start_chunk(self, slot: Slot, trial: Trial, state: TrialState, iterations: int,
+                     start: int | None = None) -> None:
+        """Give ``trial`` to ``slot`` for ``iterations``, counted from ``start`` (None: from the iteration
+        its first result shows, since a restarted trial resumes from a checkpoint)."""
+        slot.trial, slot.resident = trial, None
+        slot.chunk_start_iter = start
+        slot.chunk_len = max(1, iterations)
+        self.last_slot[state.id] = slot.id
+        slot.chunk_seconds = 0.0
+        state.status = "running"
+
+    def _end_chunk(self, slot: Slot, state: TrialState) -> None:
+        done = 0 if slot.chunk_start_iter is None else state.iteration - slot.chunk_start_iter
+        if done > 0:
+            self.strategy.on_chunk(slot, state, done, slot.chunk_seconds, self.view)
+        slot.chunk_start_iter = state.iteration
+        slot.chunk_seconds = 0.0
+
+    def _release(self, slot: Slot, state: TrialState) -> None:
+        slot.trial = None
+        slot.resident = state if state.status != "stopped" else None
+        if state.status == "running":
+            state.status = "paused"
+
+    def _reserve(self, slot: Slot, decision: Run, tune_controller: Any) -> None:
+        state = self.trials.get(decision.trial)
+        if state is None or state.status not in ("pending", "paused"):
+            raise RuntimeError(f"strategy {self.strategy.name!r} chose trial {decision.trial}, which is "
+                               f"{'unknown' if state is None else state.status}")
+        trial = next(t for t in tune_controller.get_trials() if trial_index(t) == decision.trial)
+        self._start_chunk(slot, trial, state, decision.iterations)
+        slot.reserved = True
+
+    def _place(self, slot: Slot, trial: Trial) -> Trial:
+        trial.update_resources(slot.resources())  # allowed while paused; Tune starts it on the slot's node
+        for other in self.slots:
+            if other is not slot and other.resident is not None and other.resident.id == trial_index(trial):
+                other.resident = None
+        self._idle_since = None
+        return trial
+
+    def _finish(self, trial: Trial, result: dict | None) -> None:
+        state = self.trials.setdefault(trial_index(trial), TrialState(trial_index(trial)))
+        if result:
+            state.iteration = int(result.get("training_iteration", state.iteration))
+        slot = self._slot_of(trial)
+        if slot is not None:
+            self._end_chunk(slot, state)
+        state.status = "stopped"
+        if slot is not None:
+            self._release(slot, state)
+        for s in self.slots:
+            if s.resident is state:
+                s.resident = None
+
+    def _check_stall(self, tune_controller: Any) -> None:
+        waiting = any(t.status in ("pending", "paused") for t in self.trials.values())
+        busy = any(s.trial is not None for s in self.slots)
+        if not waiting or busy or any(t.status == Trial.RUNNING for t in tune_controller.get_trials()):
+            self._idle_since = None
+            return
+        now = time.monotonic()
+        self._idle_since = self._idle_since or now
+        if now - self._idle_since > STALL_S:
+            raise StrategyStalled(f"strategy {self.strategy.name!r} left every worker idle with "
+                                  f"{sum(t.status != 'stopped' for t in self.trials.values())} trial(s) unfinished")
+
+    def debug_string(self) -> str:
+        busy = sum(s.trial is not None for s in self.slots)
+        return f"StrategyScheduler({self.strategy.name}): {busy}/{len(self.slots)} workers busy"

@@ -1,0 +1,145 @@
+"""StrategyScheduler: the simulator's strategy objects placing Ray Tune trials (logic, without a cluster)."""
+
+from __future__ import annotations
+
+import pytest
+
+ray_tune = pytest.importorskip("ray.tune")
+
+from ray.tune.experiment import Trial  # noqa: E402
+from ray.tune.schedulers import TrialScheduler  # noqa: E402
+
+from hetune.real.strategy_scheduler import StrategyScheduler, StrategyStalled, node_resources  # noqa: E402
+from hetune.sim.cluster import WorkerSpec  # noqa: E402
+from hetune.sim.strategies.base import IDLE, RETIRE, Ordering, Run, Strategy  # noqa: E402
+
+
+class FakeTrial:
+    def __init__(self, index: int) -> None:
+        self.trial_id = f"abc_{index:05d}"
+        self.status = Trial.PENDING
+        self.last_result: dict = {}
+        self.resources: dict | None = None
+
+    def set_status(self, status: str) -> None:
+        self.status = status
+
+    def update_resources(self, resources: dict) -> None:
+        assert self.status != Trial.RUNNING
+        self.resources = resources
+
+
+class FakeController:
+    def __init__(self, trials: list[FakeTrial]) -> None:
+        self.trials = trials
+
+    def get_trials(self) -> list[FakeTrial]:
+        return self.trials
+
+
+class PassivePBT:
+    """Stands in for PopulationBasedTraining: never exploits."""
+
+    def on_trial_add(self, *a) -> None: ...
+    def on_trial_result(self, *a) -> str: return TrialScheduler.CONTINUE
+    def on_trial_complete(self, *a) -> None: ...
+    def on_trial_remove(self, *a) -> None: ...
+    def on_trial_error(self, *a) -> None: ...
+
+
+class FastestOnly(Strategy):
+    """Retires every worker but the fastest, which runs the least-progressed trial for 5 iterations."""
+
+    name = "fastest-only"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.chunks: list[tuple[int, int, int]] = []
+
+    def assign(self, worker, view):
+        if worker.step_time_s > view.fastest_step_time_s():
+            return RETIRE
+        t = view.peek(Ordering.LEAST_PROGRESSED)
+        return IDLE if t is None else Run(t.id, 5)
+
+    def on_chunk(self, worker, trial, iterations, seconds, view):
+        self.chunks.append((worker.id, trial.id, iterations))
+
+
+WORKERS = [WorkerSpec("slow-node", "slow", 1), WorkerSpec("fast-node", "fast", 2)]
+STEP = {"slow": 3.0, "fast": 1.0}
+
+
+def make(strategy: Strategy, n: int = 2):
+    trials = [FakeTrial(i) for i in range(n)]
+    sched = StrategyScheduler(strategy, WORKERS, lambda d, k: STEP[d], {"slow": "cpu", "fast": "cpu"}, PassivePBT(),
+                              interval=5, mode="max", stop_iterations=10)
+    ctl = FakeController(trials)
+    for t in trials:
+        sched.on_trial_add(ctl, t)
+    return sched, ctl, trials
+
+
+def report(sched, ctl, trial, iteration, accuracy=0.5):
+    trial.last_result = {"training_iteration": iteration, "accuracy": accuracy, "step_s": 1.0, "eval_s": 0.0}
+    return sched.on_trial_result(ctl, trial, trial.last_result)
+
+
+def test_trials_are_held_until_the_strategy_places_them_on_its_worker():
+    strategy = FastestOnly()
+    sched, ctl, trials = make(strategy)
+    assert all(t.status == Trial.PAUSED for t in trials)  # Tune would start PENDING trials on its own
+    chosen = sched.choose_trial_to_run(ctl)
+    assert chosen is trials[0] and chosen.resources == {"CPU": 2.0, "hetune-worker:1": 1.0}
+    assert sched.slots[0].retired and not sched.slots[1].idle
+    chosen.status = Trial.RUNNING
+    assert sched.choose_trial_to_run(ctl) is None  # the one worker left is busy
+    assert [report(sched, ctl, chosen, i) for i in range(1, 5)] == [TrialScheduler.CONTINUE] * 4
+    # chunk end: the strategy picks the least-progressed trial, the other one: pause this, reserve that
+    assert report(sched, ctl, chosen, 5) == TrialScheduler.PAUSE
+    assert strategy.chunks == [(1, 0, 5)]
+    chosen.status = Trial.PAUSED
+    nxt = sched.choose_trial_to_run(ctl)
+    assert nxt is trials[1] and nxt.resources == {"CPU": 2.0, "hetune-worker:1": 1.0}
+
+
+def test_the_worker_keeps_its_trial_when_the_strategy_chooses_it_again():
+    class Sticky(FastestOnly):
+        def assign(self, worker, view):
+            return RETIRE if worker.step_time_s > view.fastest_step_time_s() else (
+                IDLE if view.peek(Ordering.FIFO) is None else Run(view.peek(Ordering.FIFO).id, 5))
+
+    sched, ctl, trials = make(Sticky(), n=1)
+    t = sched.choose_trial_to_run(ctl)
+    t.status = Trial.RUNNING
+    for i in range(1, 10):
+        assert report(sched, ctl, t, i) == TrialScheduler.CONTINUE  # no pause and restart at iteration 5
+
+
+def test_a_stalled_strategy_is_detected(monkeypatch):
+    import hetune.real.strategy_scheduler as mod
+
+    class Lazy(Strategy):
+        name = "lazy"
+
+        def assign(self, worker, view):
+            return IDLE
+
+    sched, ctl, _ = make(Lazy())
+    monkeypatch.setattr(mod, "STALL_S", 0.0)
+    assert sched.choose_trial_to_run(ctl) is None  # the clock starts
+    with pytest.raises(StrategyStalled, match="left every worker idle with 2 trial"):
+        sched.choose_trial_to_run(ctl)
+
+
+def test_each_node_declares_the_slots_of_its_workers():
+    assert node_resources(WORKERS + [WorkerSpec("fast-node", "fast", 2)]) == {
+        "slow-node": {"hetune-worker:0": 1.0}, "fast-node": {"hetune-worker:1": 1.0, "hetune-worker:2": 1.0}}
+
+
+def test_a_trial_that_failed_for_good_frees_its_worker():
+    sched, ctl, trials = make(FastestOnly())
+    first = sched.choose_trial_to_run(ctl)
+    first.status = Trial.ERROR  # no retries left: Tune stops it
+    nxt = sched.choose_trial_to_run(ctl)
+    assert nxt is trials[1] and sched.trials[0].status == "stopped"
