@@ -177,7 +177,7 @@ def run_validate(experiment: str, overrides: list[str], strategy: str, out: Path
         param_space: dict[str, Any] = {"trial_index": tune.grid_search(list(range(info.population))),
                                        SETUP_KEY: setup}
         for key in sorted(exp.pbt.mutations):
-            param_space[key] = tune.sample_from(lambda spec, k=key: initial[spec.config["trial_index"]][k])
+            param_space[key] = tune.sample_from(lambda config, k=key: initial[config["trial_index"]][k])
         journal = out / "events.partial.jsonl"
         if not resume:
             journal.unlink(missing_ok=True)
