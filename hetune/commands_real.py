@@ -111,9 +111,10 @@ def cmd_slots(args: argparse.Namespace) -> int:
 
     inputs = load_inputs(args.experiment, args.overrides)
     workers, _, strategy = strategy_workers(inputs, args.strategy)
-    for node, res in sorted(node_resources(workers).items()):
+    slots = node_resources(workers)
+    for node, res in sorted(slots.items()):
         print(f"{node}: ray start --address=HEAD:6379 --resources='{json.dumps(res)}'")
-    print(f"{strategy.name}: {len(workers)} worker slot(s) on {len(node_resources(workers))} node(s)")
+    print(f"{strategy.name}: {len(workers)} worker slot(s) on {len(slots)} node(s)")
     return 0
 
 

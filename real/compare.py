@@ -48,7 +48,9 @@ def compare(run_dir: Path, overrides: list[str] | None = None) -> dict[str, Any]
     """
     cfg_path = run_dir / "config.toml"
     cfg = read_toml(cfg_path)
-    strategy = cfg.get("strategy", {}).get("name", "tune-default")
+    strategy = cfg.get("strategy", {}).get("name")
+    if not isinstance(strategy, str):  # every run folder records its strategy (sim/results.resolved_config)
+        raise ConfigError(str(cfg_path), "strategy.name", "missing: not a run folder written by validate")
     seed = int(cfg.get("experiment", {}).get("seed", 0))
     inputs = load_inputs(cfg_path, overrides)
     real_events = read_events(run_dir / "events.jsonl")

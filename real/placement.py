@@ -23,12 +23,13 @@ class Placement:
     Args:
         resources: Ray resources each trial requests at start ({"CPU": 1}, {"GPU": 1}, ...); a
             StrategyScheduler replaces them before a trial first starts.
-        wrap: builds the scheduler Tune runs from the PBT scheduler.
+        wrap: builds the scheduler Tune runs from the PBT scheduler (and, for StrategyScheduler, its
+            other arguments: interval, mode, stop_iterations, target_accuracy, on_pause).
         node_resources: node name -> custom resources it must declare (the workers' slots).
     """
 
     resources: dict[str, float]
-    wrap: Callable[[Any], Any]
+    wrap: Callable[..., Any]
     node_resources: dict[str, dict[str, float]] = field(default_factory=dict)
 
 
@@ -38,7 +39,7 @@ def _trial_cpus(cluster: ClusterConfig) -> int:
 
 
 def placement(strategy: Strategy, cluster: ClusterConfig, workers: list[WorkerSpec],
-              step_time_s: Callable[[str, int], float], plain: bool = False, **scheduler_args: Any) -> Placement:
+              step_time_s: Callable[[str, int], float], plain: bool = False) -> Placement:
     """How ``strategy`` runs on ``cluster``.
 
     Args:
@@ -46,19 +47,17 @@ def placement(strategy: Strategy, cluster: ClusterConfig, workers: list[WorkerSp
         cluster: the cluster config.
         workers: the strategy's workers (slots).
         step_time_s: seconds per iteration for (device type, devices), from the calibration.
-        plain: Ray Tune's own PBT scheduling, no adapter (tune-default only).
-        scheduler_args: the rest of StrategyScheduler's arguments (interval, mode, stop_iterations,
-            target_accuracy, on_pause).
+        plain: Ray Tune's own PBT scheduling, no adapter (only for a strategy that is Ray's own).
     """
     has_gpu = any(cluster.devices[w.device].kind == "gpu" for w in workers)
     base = {"GPU": 1.0} if has_gpu else {"CPU": float(_trial_cpus(cluster))}
     if plain:
-        if strategy.name != "tune-default":
+        if not strategy.ray_native:
             raise ConfigError("--plain", "", f"is Ray Tune's own scheduling, the reference for tune-default; "
                               f"it cannot run {strategy.name}")
-        return Placement(base, lambda pbt: pbt)
+        return Placement(base, lambda pbt, **_: pbt)
     from hetune.real.strategy_scheduler import StrategyScheduler, node_resources
 
     kinds = {name: d.kind for name, d in cluster.devices.items()}
-    return Placement(base, lambda pbt: StrategyScheduler(strategy, workers, step_time_s, kinds, pbt, **scheduler_args),
+    return Placement(base, lambda pbt, **args: StrategyScheduler(strategy, workers, step_time_s, kinds, pbt, **args),
                      node_resources(workers))

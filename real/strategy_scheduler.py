@@ -98,11 +98,9 @@ class StrategyScheduler(TrialScheduler):
         from hetune.sim.cluster import load_cluster
         from hetune.sim.throughput import load_calibration
 
-        spec, cal = load_cluster(cluster), load_calibration(calibration)
+        spec = load_cluster(cluster)
+        step_time_s = load_calibration(calibration).step_time_fn(model, batch_size, spec.device_kind, str(calibration))
         kinds = {name: d.kind for name, d in spec.devices.items()}
-
-        def step_time_s(device: str, devices: int) -> float:
-            return cal.device_model(model, device, str(calibration)).step_time_s(batch_size, devices, kinds[device])
 
         instance = strategies.create(strategy, strategies.parse_params(strategy, params, "params"))
         # Ray Tune 2.x keeps these as attributes of PopulationBasedTraining; there is no public getter.

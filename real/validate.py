@@ -43,21 +43,10 @@ def best_strategy(experiment_name: str, results: Path = Path("results")) -> str:
 
 def strategy_workers(inputs: RunInputs, strategy: str) -> tuple[list[WorkerSpec], Any, Any]:
     """The strategy's instance, its workers and the calibration's step-time function."""
-    cluster = inputs.cluster
-    kinds = {n: d.kind for n, d in cluster.devices.items()}
-    cal = inputs.calibration
-    model = inputs.experiment.experiment.model
-
-    def step_time_s(device: str, devices: int) -> float:
-        return cal.device_model(model, device).step_time_s(inputs.experiment.experiment.batch_size, devices, kinds[device])
-
+    info = inputs.experiment.experiment
+    step_time_s = inputs.calibration.step_time_fn(info.model, info.batch_size, inputs.cluster.device_kind)
     s = inputs.make_strategy(strategy)
-    return s.workers(cluster, step_time_s), step_time_s, s
-
-
-def _node_slots(workers: list[WorkerSpec]) -> dict[str, dict[str, float]]:
-    from hetune.real.strategy_scheduler import node_resources
-    return node_resources(workers)
+    return s.workers(inputs.cluster, step_time_s), step_time_s, s
 
 
 def _check_slots(ray: Any, slots: dict[str, dict[str, float]], strategy: str) -> None:
@@ -137,7 +126,7 @@ def run_validate(experiment: str, overrides: list[str], strategy: str, out: Path
     strategy_registry.get_class(strategy)
     seed = info.seed if seed is None else seed
     workers, step_time_s, strategy_obj = strategy_workers(inputs, strategy)
-    placement(strategy_obj, inputs.cluster, workers, step_time_s, plain=plain)  # refuse before anything starts
+    place = placement(strategy_obj, inputs.cluster, workers, step_time_s, plain=plain)  # refused before anything starts
     out = out.resolve()
     if exp.real.synthetic:
         data = str(out / "data")
@@ -153,7 +142,7 @@ def run_validate(experiment: str, overrides: list[str], strategy: str, out: Path
     out.mkdir(parents=True, exist_ok=True)
     if exp.real.synthetic:
         write_synthetic(data, info.dataset, train=exp.real.synthetic_train, test=info.eval_samples, seed=seed)
-    slots = {} if plain else _node_slots(workers)
+    slots = place.node_resources
     ray, emulated = _start_ray(inputs, address, storage, exp.real.shared_storage, slots)
     try:
         needed = {w.device for w in workers}
@@ -162,8 +151,7 @@ def run_validate(experiment: str, overrides: list[str], strategy: str, out: Path
         if lacking:
             raise ConfigError("--strategy", "", f"{strategy} needs device type(s) {', '.join(lacking)} "
                               f"that the Ray cluster lacks")
-        if not plain:
-            _check_slots(ray, slots, strategy)
+        _check_slots(ray, slots, strategy)
         rng_root = np.random.SeedSequence(seed)
         initial = [sample_config(exp.pbt.mutations, np.random.default_rng(ss))
                    for ss in rng_root.spawn(info.population)]  # the simulator's population for this seed
@@ -187,11 +175,9 @@ def run_validate(experiment: str, overrides: list[str], strategy: str, out: Path
             log.resume_from(journal)
         recorder = RecorderCallback(log)
         pbt = RecordingPBT(log, recorder, record_pauses=plain, **_pbt_kwargs(exp))
-        place = placement(strategy_obj, inputs.cluster, workers, step_time_s, plain=plain,
-                          interval=exp.pbt.perturbation_interval, mode=exp.pbt.mode,
-                          stop_iterations=info.stop_iterations, target_accuracy=info.target_accuracy,
-                          on_pause=recorder.pause)
-        scheduler = place.wrap(pbt)
+        scheduler = place.wrap(pbt, interval=exp.pbt.perturbation_interval, mode=exp.pbt.mode,
+                               stop_iterations=info.stop_iterations, target_accuracy=info.target_accuracy,
+                               on_pause=recorder.pause)
         if not plain:
             log.placed = scheduler.last_slot  # the recorder files each chunk under the slot it ran on
         callbacks: list[Any] = [recorder]

@@ -95,18 +95,15 @@ class Simulation(ExploitSteps):
     # ----------------------------------------------------------------- set-up
     def _make_workers(self) -> list[Worker]:
         cluster = self.inputs.cluster
-        kinds = {name: d.kind for name, d in cluster.devices.items()}
         where = self.inputs.experiment.calibration.path
-
-        def step_time_s(device: str, devices: int) -> float:
-            dm = self.inputs.calibration.device_model(self.info.model, device, where)
-            return dm.step_time_s(self.info.batch_size, devices, kinds[device])
-
+        step_time_s = self.inputs.calibration.step_time_fn(self.info.model, self.info.batch_size,
+                                                           cluster.device_kind, where)
         specs: list[WorkerSpec] = self.strategy.workers(cluster, step_time_s)
         out = []
         for i, s in enumerate(specs):
             dm = self.inputs.calibration.device_model(self.info.model, s.device, where)
-            out.append(Worker(i, s.node, s.device, s.devices, kinds[s.device], dm, step_time_s(s.device, s.devices)))
+            out.append(Worker(i, s.node, s.device, s.devices, cluster.device_kind(s.device), dm,
+                              step_time_s(s.device, s.devices)))
         return out
 
     def _emit(self, kind: str, trial: Trial | None = None, worker: Worker | None = None, **extra: Any) -> None:

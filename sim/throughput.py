@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Literal
+from typing import Any, Callable, Iterator, Literal
 
 from hetune.sim.errors import ConfigError
 from hetune.sim.schema import from_mapping
@@ -127,6 +127,21 @@ class CalibrationConfig:
     def check(self) -> Iterator[tuple[str, str]]:
         if not self.models:
             yield "models", "must hold at least one model"
+
+    def step_time_fn(self, model: str, batch_size: int, kind_of: Callable[[str], str],
+                     where: str = "calibration") -> Callable[[str, int], float]:
+        """Seconds per iteration of ``model`` at ``batch_size`` for (device type, devices): what strategies carve by.
+
+        Args:
+            model: a key of [models].
+            batch_size: samples per iteration.
+            kind_of: device type -> "gpu" or "cpu" (``ClusterConfig.device_kind``).
+            where: the calibration file, for messages.
+        """
+        def step_time_s(device: str, devices: int) -> float:
+            return self.device_model(model, device, where).step_time_s(batch_size, devices, kind_of(device))
+
+        return step_time_s
 
     def device_model(self, model: str, device: str, where: str = "calibration") -> DeviceModel:
         """Look up one model on one device type or raise ConfigError naming the missing key."""

@@ -119,6 +119,9 @@ class Strategy:
     name: ClassVar[str] = ""
     summary: ClassVar[str] = ""
     Params: ClassVar[type | None] = None
+    # True where Ray Tune's own PBT scheduling is this strategy, so that a real run without the
+    # strategy adapter (validate --plain) is its reference
+    ray_native: ClassVar[bool] = False
 
     def __init__(self, params: Any = None) -> None:
         self.params = params

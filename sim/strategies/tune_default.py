@@ -65,6 +65,7 @@ class TuneDefault(Strategy):
     name = "tune-default"
     summary = "Ray Tune's default: fixed resources per trial, FIFO, least-progressed paused trial runs next"
     Params = TuneDefaultParams
+    ray_native = True
 
     def __init__(self, params: TuneDefaultParams | None = None) -> None:
         super().__init__(params or TuneDefaultParams())
