@@ -32,6 +32,7 @@ class ProbeResult:
         device_name: torch device description.
         threads: torch CPU threads used.
         build_s: seconds to build the model and optimizer.
+        params: trainable parameters of the model (gradient bytes = 4 x params).
     """
 
     step_times_s: list[float]
@@ -43,6 +44,7 @@ class ProbeResult:
     device_name: str
     threads: int
     build_s: float = 0.0
+    params: int = 0
 
 
 def _sync(device: torch.device) -> None:
@@ -135,4 +137,5 @@ def probe(model_name: str, num_classes: int, batch: int, steps: int, warmup: int
     opt.load_state_dict(state["opt"])
     load_s = time.perf_counter() - t0
     name = torch.cuda.get_device_name(dev) if dev.type == "cuda" else f"cpu ({os.cpu_count()} cores visible)"
-    return asdict(ProbeResult(times, eval_s, save_s, load_s, size_mb, socket.gethostname(), name, torch.get_num_threads(), build_s))
+    return asdict(ProbeResult(times, eval_s, save_s, load_s, size_mb, socket.gethostname(), name, torch.get_num_threads(), build_s,
+                             sum(p.numel() for p in model.parameters() if p.requires_grad)))

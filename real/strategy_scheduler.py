@@ -167,14 +167,15 @@ class StrategyScheduler(TrialScheduler):
             return TrialScheduler.CONTINUE  # mid-chunk; PBT's "pause when others wait" is the strategy's call
         self._end_chunk(slot, state)
         state.status = "paused"  # runnable again, so the strategy may choose it for this worker
+        slot.resident = state  # in memory here, as the simulator's worker holds its trial at a chunk end
         decision = self.strategy.assign(slot, self.view)
-        if isinstance(decision, Run) and decision.trial == state.id:
+        if isinstance(decision, Run) and decision.trial == state.id and not decision.restart:
             self._start_chunk(slot, trial, state, decision.iterations, state.iteration)
             return TrialScheduler.CONTINUE
         self._release(slot, state)
         if isinstance(decision, Retire):
             slot.retired = True
-        elif isinstance(decision, Run):
+        elif isinstance(decision, Run):  # another trial, or this one restarted (Ray PBT's pause)
             self._reserve(slot, decision, tune_controller)
         if self.on_pause is not None:
             self.on_pause(trial)

@@ -6,15 +6,19 @@ Timing charged per chunk (seconds, from the calibration of the worker's device t
 - resume on a worker that does not hold the trial in memory:
   ``start_overhead_s + copy_s + load_s``, where ``copy_s = checkpoint_mb * 8 / 1000 / network_gbps``
   when the checkpoint lies on another node, else 0;
-- compute: ``iterations * step_time_s + eval_s * eval_samples / 10,000`` (one evaluation per chunk);
+- compute: ``iterations * step_time_s``, plus ``eval_s * eval_samples / 10,000`` when the chunk ends
+  where the real trainable evaluates (a multiple of ``checkpoint_interval``, or the last iteration);
 - checkpoint save at the end of every chunk: ``save_s`` (chunks end at checkpoint
   boundaries, or earlier when a strategy asks for fewer iterations, and a trial
   may change worker after any chunk, so its state is always saved);
-- exploit: ``copy_s + load_s`` of the donor's checkpoint.
+- exploit: the trial stops and restarts from the donor's checkpoint, so its next resume pays
+  ``start_overhead_s + copy_s + load_s`` (Ray Tune restarts an exploited trial: reuse_actors is off).
 
-Exploit copies the donor's last checkpoint, as Ray Tune does: its model state
-(effective progress), its iteration counter and its last perturbation point;
-explore then perturbs the donor's configuration.
+PBT follows Ray Tune's PopulationBasedTraining (sim/exploit.py): trials are ranked by the
+score recorded at their last perturbation point; a trial in the top quantile there keeps that
+checkpoint for donors; a bottom-quantile trial clones a uniformly chosen top-quantile trial's
+kept checkpoint (its model state, iteration counter and last perturbation point), or skips
+the exploit when that trial kept none; explore then perturbs the donor's configuration.
 """
 
 from __future__ import annotations
@@ -173,7 +177,7 @@ class Simulation(ExploitSteps):
     def _work(self, w: Worker, decision: Run):
         """A busy worker: run chunks until the strategy says idle or retire."""
         while True:
-            yield from self._run_chunk(w, self.trials[decision.trial], max(1, decision.iterations))
+            yield from self._run_chunk(w, self.trials[decision.trial], max(1, decision.iterations), decision.restart)
             # This worker decides first (it holds its trial in memory), then idle workers get the rest.
             nxt = self.strategy.assign(w, self.view) if self.unfinished else IDLE
             if isinstance(nxt, Run):
@@ -196,14 +200,13 @@ class Simulation(ExploitSteps):
         self._take(t)
         t.status = "running"
 
-    def _run_chunk(self, w: Worker, t: Trial, wanted: int):
+    def _run_chunk(self, w: Worker, t: Trial, wanted: int, restart: bool = False):
         dm = w.model
+        if restart and t.resident is w:  # Ray's PBT paused it at its perturbation point
+            self._leave(t, w)
         # Switching: the trial this worker held is paused (its state is checkpointed).
         if w.resident is not None and w.resident is not t:
-            old = w.resident
-            old.resident = None
-            w.resident = None
-            self._emit("pause", old, w)
+            self._leave(w.resident, w)
         if t.resident is not w:
             if t.resident is not None:  # held in memory by another, idle worker: release it
                 t.resident.resident = None
@@ -222,39 +225,34 @@ class Simulation(ExploitSteps):
         if self.hooks and t.last_step_s is not None and w.step_time_s != t.last_step_s:
             self._moved(t, w)
         t.last_step_s = w.step_time_s
-        # Compute: stop at the next checkpoint boundary and at the iteration limit.
+        # Compute: stop at the next checkpoint boundary and at the iteration limit. The trainable
+        # evaluates at every checkpoint interval and at its last iteration, nowhere else.
         ci = self.info.checkpoint_interval
-        to_boundary = ci - (t.iteration % ci)
-        k = min(wanted, to_boundary, self.stop_iterations - t.iteration)
-        dur = k * w.step_time_s * t.step_factor + self.eval_s(dm)
+        k = min(wanted, ci - (t.iteration % ci), self.stop_iterations - t.iteration)
+        evaluates = (t.iteration + k) % ci == 0 or t.iteration + k >= self.stop_iterations
+        eval_s = self.eval_s(dm) if evaluates else 0.0
+        dur = k * w.step_time_s * t.step_factor + eval_s
         yield self.env.timeout(dur)
         t.iteration += k
         self.remaining -= k
-        self.model.chunk(t, k)
-        self._emit("chunk", t, w, iterations=k, duration_s=dur)
+        self.model.chunk(t, k, evaluates)
+        self._emit("chunk", t, w, iterations=k, duration_s=dur, eval_s=eval_s)
         self.strategy.on_chunk(w, t, k, dur, self.view)
-        reached = t.accuracy >= self.info.target_accuracy
+        reached = evaluates and t.accuracy is not None and t.accuracy >= self.info.target_accuracy
         if reached and self.time_to_target is None:
             self.time_to_target = self.env.now
         if reached or t.iteration >= self.stop_iterations:
             self._stop(t, w, "target_accuracy" if reached else "stop_iterations")
             return
-        self.ranking.update(t.id, t.accuracy)
+        # Every chunk end saves: the strategy may move the trial to another worker next.
         yield self.env.timeout(dm.save_s)
-        t.ckpt = Checkpoint(t.iteration, t.progress, dict(t.config), w.node)
+        t.ckpt = Checkpoint(t.iteration, t.progress, dict(t.config), w.node, t.accuracy)
         self._emit("checkpoint", t, w, duration_s=dm.save_s)
         self._release_waiters(t)
         if self._at_perturbation_point(t):
-            t.last_perturbation = t.iteration
-            if self.pbt.synch:
-                t.status = "waiting"
-                self._barrier.add(t.id)
-                self._maybe_release_barrier()
-                return
-            waiting = yield from self._exploit(t, w, self.ranking.in_bottom(t.id, self.pbt.quantile_fraction))
-            if waiting:
-                return
-        self._make_runnable(t)
+            self._perturb(t, w)
+        if t.status != "waiting":  # synch PBT's barrier, or a replayed clone waiting for its donor
+            self._make_runnable(t)
 
     def _moved(self, t: Trial, w: Worker) -> None:
         """Let every move hook react to ``t`` starting a chunk on ``w``, a worker of another speed."""

@@ -44,9 +44,9 @@ class PopulationModel(Protocol):
 
     def initial_config(self, trial_id: int, rng: np.random.Generator) -> dict[str, float]: ...
 
-    def chunk(self, trial: Any, iterations: int) -> None:
+    def chunk(self, trial: Any, iterations: int, evaluate: bool) -> None:
         """After ``trial`` trained ``iterations`` more (trial.iteration already advanced): set
-        trial.progress and trial.accuracy."""
+        trial.progress and, when the trainable evaluates at this iteration (``evaluate``), trial.accuracy."""
 
     def clone(self, trial: Any, bottom: bool, pick_donor: Callable[[], Any],
               explore: Callable[[dict[str, float]], tuple[dict[str, float], dict[str, str]]]) -> Clone | None:
@@ -71,16 +71,18 @@ class SurrogatePopulation:
     def initial_config(self, trial_id: int, rng: np.random.Generator) -> dict[str, float]:
         return pbt_math.sample_config(self.pbt.mutations, rng)
 
-    def chunk(self, trial: Any, iterations: int) -> None:
+    def chunk(self, trial: Any, iterations: int, evaluate: bool) -> None:
         trial.progress = surrogate.advance(self.params, trial.progress, trial.config, iterations)
-        trial.accuracy = surrogate.observe(self.params, trial.progress, trial.rng)
+        if evaluate:
+            trial.accuracy = surrogate.observe(self.params, trial.progress, trial.rng)
 
     def clone(self, trial: Any, bottom: bool, pick_donor: Callable[[], Any],
               explore: Callable[[dict[str, float]], tuple[dict[str, float], dict[str, str]]]) -> Clone | None:
         if not bottom:
             return None
         donor = pick_donor()
-        if donor is None:
-            return None
-        new, ops = explore(donor.ckpt.config)
-        return Clone(donor.id, donor.ckpt.iteration, donor.ckpt.progress, new, ops)
+        if donor is None or donor.pbt_ckpt is None:
+            return None  # Ray Tune: the donor kept no checkpoint at its last perturbation point, skip
+        ckpt = donor.pbt_ckpt
+        new, ops = explore(ckpt.config)
+        return Clone(donor.id, ckpt.iteration, ckpt.progress, new, ops)

@@ -57,6 +57,12 @@ class Ranking:
         pos = self.position(trial)
         return k > 0 and 0 <= pos < k
 
+    def in_top(self, trial: int, fraction: float) -> bool:
+        """Whether ``trial`` is in the top quantile."""
+        k = self.quantile_size(fraction)
+        pos = self.position(trial)
+        return k > 0 and pos >= len(self._keys) - k
+
     def top(self, fraction: float) -> list[int]:
         """Trial ids of the top quantile, worst of them first."""
         k = self.quantile_size(fraction)

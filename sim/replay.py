@@ -69,7 +69,9 @@ class ReplayPopulation:
     def initial_config(self, trial_id: int, rng: np.random.Generator) -> dict[str, float]:
         return dict(self.configs[trial_id])
 
-    def chunk(self, trial: Any, iterations: int) -> None:
+    def chunk(self, trial: Any, iterations: int, evaluate: bool) -> None:
+        if not evaluate and trial.accuracy is not None:
+            return
         seg = self.applied[trial.id]
         pts = self.points.get((trial.id, seg), [])
         i = bisect.bisect_right(pts, (trial.iteration, float("inf")))

@@ -22,6 +22,7 @@ class Checkpoint:
     progress: float
     config: dict[str, float]
     node: str
+    accuracy: float | None = None  # the last evaluation it holds (the trainable saves it with the weights)
 
 
 @dataclass(eq=False)
@@ -39,6 +40,9 @@ class Trial:
     resident: "Worker | None" = None
     ckpt: Checkpoint | None = None
     last_perturbation: int = 0
+    # Ray Tune's PBT state: the checkpoint kept at the trial's last perturbation point when it was in
+    # the top quantile there (what a donor hands over), else None
+    pbt_ckpt: Checkpoint | None = None
     version: int = 0
     last_step_s: float | None = None  # step time of the worker it last ran on
     step_factor: float = 1.0  # multiplies its step time once a move hook made its steps costlier

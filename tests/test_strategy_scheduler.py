@@ -116,6 +116,24 @@ def test_the_worker_keeps_its_trial_when_the_strategy_chooses_it_again():
         assert report(sched, ctl, t, i) == TrialScheduler.CONTINUE  # no pause and restart at iteration 5
 
 
+def test_a_restart_pauses_the_trial_and_places_it_again_on_its_worker():
+    """Run(restart=True) of the worker's own trial: Tune pauses it (its actor stops) and starts it again."""
+    class Restarting(FastestOnly):
+        def assign(self, worker, view):
+            if worker.step_time_s > view.fastest_step_time_s():
+                return RETIRE
+            t = view.peek(Ordering.FIFO)
+            return IDLE if t is None else Run(t.id, 5, restart=worker.resident is not None)
+
+    sched, ctl, trials = make(Restarting(), n=1)
+    t = sched.choose_trial_to_run(ctl)
+    t.status = Trial.RUNNING
+    assert [report(sched, ctl, t, i) for i in range(1, 5)] == [TrialScheduler.CONTINUE] * 4
+    assert report(sched, ctl, t, 5) == TrialScheduler.PAUSE
+    t.status = Trial.PAUSED
+    assert sched.choose_trial_to_run(ctl) is t and t.resources == {"CPU": 2.0, "hetune-worker:1": 1.0}
+
+
 def test_a_stalled_strategy_is_detected(monkeypatch):
     import hetune.real.strategy_scheduler as mod
 

@@ -86,10 +86,13 @@ class Run:
     Args:
         trial: trial id; must be runnable.
         iterations: iterations wanted, >= 1.
+        restart: restart the trial's process from its checkpoint even when this worker holds it in
+            memory (Ray Tune's PBT pauses a trial at a perturbation point whenever others wait).
     """
 
     trial: int
     iterations: int
+    restart: bool = False
 
 
 @dataclass(frozen=True)

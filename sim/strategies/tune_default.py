@@ -6,7 +6,9 @@ cannot run on a CPU node, so CPU nodes stay unused on mixed clusters (Ray Tune
 cannot mix CPU and GPU trials of one population by default). Trials are
 placed FIFO. When there are more trials than slots, PBT pauses a trial at each
 perturbation point if any trial is pending or paused, and the paused or
-pending trial with the least progress runs next (``choose_trial_to_run``).
+pending trial with the least progress runs next (``choose_trial_to_run``); a
+paused trial's process has ended, so even when it is chosen again at once it
+restarts from its checkpoint.
 """
 
 from __future__ import annotations
@@ -78,7 +80,13 @@ class TuneDefault(Strategy):
         r = worker.resident
         if r is not None and r.status == "paused" and r.iteration % view.interval != 0:
             return Run(r.id, view.interval)
-        # At a perturbation point the worker's own trial is a candidate too: it continues when
-        # it is still the least progressed, which is Ray's "CONTINUE unless others wait".
+        # At a perturbation point Ray's PBT pauses the trial whenever another one waits, then runs
+        # the least progressed waiting trial, which may be the one it just paused: that trial
+        # then restarts from its checkpoint (reuse_actors is off) instead of continuing in memory.
         t = view.peek(Ordering.LEAST_PROGRESSED)
-        return IDLE if t is None else Run(t.id, view.interval)
+        if t is None:
+            return IDLE
+        if r is not None and t.id == r.id:
+            others_wait = view.peek(Ordering.LEAST_PROGRESSED, skip={r.id}) is not None
+            return Run(r.id, view.interval, restart=others_wait)
+        return Run(t.id, view.interval)
