@@ -53,7 +53,7 @@ def _sync(device: torch.device) -> None:
 
 
 def probe(model_name: str, num_classes: int, batch: int, steps: int, warmup: int = 2,
-          device: str = "cpu", threads: int = 0, slowdown: float = 1.0, stem: str = "imagenet",
+          device: str = "cpu", threads: int = 0, slowdown: float = 1.0, stem: str = "cifar",
           eval_samples: int = 1000, data: tuple[Any, Any] | None = None, seed: int = 0) -> dict[str, Any]:
     """Time ``steps`` training steps of ``model_name`` at ``batch`` after ``warmup`` steps.
 

@@ -1,15 +1,24 @@
 """Build configs/calibration/reference.toml from published Gavel throughputs and CPU timings.
 
+    python -m hetune.calibrate.cpu_timings --out configs/calibration/cpu-timings.json   # CPU rows, this host
     python -m hetune.calibrate.reference --gavel ../shared/data/gavel_physical_cluster_throughputs.csv \
-        --cpu cpu-timings.json --out configs/calibration/reference.toml
+        --cpu configs/calibration/cpu-timings.json --out configs/calibration/reference.toml
+
+Every row is the CIFAR network (3x3 stem, no max pool: ``stem = "cifar"``).
 
 GPU rows: step time 1 / steps_per_s for one GPU, fitted over batch sizes 16-256
-(batch 512 is an extrapolation); multi-GPU efficiency is the median over batch
-sizes and GPU counts of (speedup - 1) / (n - 1). ResNet-50 rows are ImageNet
-(224x224), so they overstate ResNet-50 on CIFAR-100 step times. Evaluation,
-checkpoint and start costs of GPUs are estimates (documented in the file).
-CPU rows come from ``hetune calibrate``-style probes on this machine at 1 and
-2 threads; the parallel fraction of Amdahl's law is fitted from the two.
+(batch 512 is an extrapolation). Gavel's multi-GPU rows are weak scaling (each
+GPU keeps its batch, the total grows) and are not used: the simulator times a
+data-parallel worker at a fixed global batch from the one-GPU fit and the
+all-reduce of ``gradient_mb`` over the node's link (sim/throughput.py).
+Gavel's ResNet-18 is the CIFAR network; its ResNet-50 is the ImageNet one at
+224x224, so CIFAR ResNet-50 GPU rows are derived by a stated rule: the
+per-sample cost is scaled by the ratio of multiply-accumulates per image
+(FLOP_RATIO) and the fixed per-step cost is kept; those rows are "fitted".
+Evaluation, checkpoint and start costs of GPUs are estimates (documented in
+the file). CPU rows come from ``hetune.calibrate.cpu_timings`` probes at 1 and
+2 threads on the host named in the file; the parallel fraction of Amdahl's law
+is fitted from the two.
 """
 
 from __future__ import annotations
@@ -18,7 +27,6 @@ import argparse
 import csv
 import datetime as dt
 import json
-import platform
 import statistics
 from collections import defaultdict
 from pathlib import Path
@@ -29,42 +37,45 @@ from hetune.sim.tomlfile import atomic_write_toml
 
 GAVEL_MODELS = {"ResNet-18": "resnet18", "ResNet-50": "resnet50"}
 TEST_SAMPLES = 10_000  # CIFAR test set
-CKPT_MB = {"resnet18": 89.5, "resnet50": 190.1}  # measured here: weights + SGD momentum
+# Multiply-accumulates per image, counted with forward hooks on torchvision's networks: CIFAR
+# ResNet-50 (32x32, 100 classes) 1.298 GMAC against ImageNet ResNet-50 (224x224) 4.089 GMAC.
+FLOP_RATIO = {"resnet50": 1.298 / 4.089}
 DISK_MB_S = 500.0  # assumed local SSD for checkpoint save/load on GPU hosts
 GPU_START_S = 5.0  # assumed: Ray actor start, CUDA context, model build
 CPU_START_S = 2.0  # assumed: Ray actor start, model build
 
 
-def gavel_models(path: Path) -> tuple[dict[str, dict[str, dict[str, Any]]], list[dict[str, Any]]]:
-    """Fit GPU device models from a Gavel throughput CSV."""
+def gavel_models(path: Path, measured: dict[str, dict[str, float]]) -> tuple[dict[str, dict[str, dict[str, Any]]], list[dict[str, Any]]]:
+    """Fit GPU device models from the single-GPU rows of a Gavel throughput CSV.
+
+    Args:
+        path: Gavel's physical-cluster throughput CSV.
+        measured: per model, "mb" (checkpoint MB) and "params" of the CIFAR network, measured here.
+    """
     single: dict[tuple[str, str], list[tuple[int, float]]] = defaultdict(list)
-    multi: dict[tuple[str, str], dict[int, dict[int, float]]] = defaultdict(lambda: defaultdict(dict))
     for row in csv.DictReader(path.open()):
         model = GAVEL_MODELS.get(row["model"])
         sps = float(row["steps_per_s"])
-        if model is None or sps <= 0:  # 0 = the cell failed (out of memory) in Gavel's data
+        # 0 = the cell failed (out of memory) in Gavel's data; multi-GPU rows are weak scaling
+        if model is None or sps <= 0 or int(row["num_gpus"]) != 1:
             continue
-        key = (model, row["gpu"])
-        n, b = int(row["num_gpus"]), int(row["batch_size"])
-        multi[key][b][n] = sps
-        if n == 1:
-            single[key].append((b, 1.0 / sps))
+        single[(model, row["gpu"])].append((int(row["batch_size"]), 1.0 / sps))
     models: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
     samples = []
     for (model, gpu), pts in sorted(single.items()):
         pts.sort()
         fit = fit_step_time([b for b, _ in pts], [t for _, t in pts])
-        effs = [(by_n[n] / by_n[1] - 1.0) / (n - 1) for by_n in multi[(model, gpu)].values() if 1 in by_n
-                for n in by_n if n > 1]
-        eff = min(1.0, max(0.0, statistics.median(effs))) if effs else 0.9
-        eval_s = (TEST_SAMPLES / 512) * fit.alpha_s + TEST_SAMPLES * fit.beta_s_per_sample / 3.0
+        beta = fit.beta_s_per_sample * FLOP_RATIO.get(model, 1.0)
+        mb = measured[model]["mb"]
+        eval_s = (TEST_SAMPLES / 512) * fit.alpha_s + TEST_SAMPLES * beta / 3.0
         models[model][gpu] = {
-            "alpha_s": round(fit.alpha_s, 6), "beta_s_per_sample": round(fit.beta_s_per_sample, 8),
-            "eval_s": round(eval_s, 4), "checkpoint_mb": CKPT_MB[model],
-            "save_s": round(CKPT_MB[model] / DISK_MB_S, 4), "load_s": round(CKPT_MB[model] / DISK_MB_S, 4),
-            "start_overhead_s": GPU_START_S, "multi_device_efficiency": round(eff, 4),
-            "r2": round(fit.r2, 4), "source": "published"}
-        samples.extend({"model": model, "device": gpu, "batch": b, "step_time_s": round(t, 6)} for b, t in pts)
+            "alpha_s": round(fit.alpha_s, 6), "beta_s_per_sample": round(beta, 8), "stem": "cifar",
+            "eval_s": round(eval_s, 4), "checkpoint_mb": round(mb, 2),
+            "save_s": round(mb / DISK_MB_S, 4), "load_s": round(mb / DISK_MB_S, 4),
+            "start_overhead_s": GPU_START_S, "gradient_mb": round(4 * measured[model]["params"] / 1e6, 2),
+            "r2": round(fit.r2, 4), "source": "fitted" if model in FLOP_RATIO else "published"}
+        if model not in FLOP_RATIO:  # the ImageNet network's timings are not samples of this one
+            samples.extend({"model": model, "device": gpu, "batch": b, "step_time_s": round(t, 6)} for b, t in pts)
     return models, samples
 
 
@@ -72,6 +83,8 @@ def cpu_models(timings: dict[str, Any]) -> tuple[dict[str, dict[str, dict[str, A
     """Fit CPU device models from probe timings keyed "model/threads/batch"."""
     by: dict[tuple[str, int], list[tuple[int, dict[str, Any]]]] = defaultdict(list)
     for key, v in timings.items():
+        if key.startswith("_"):
+            continue
         model, threads, batch = key.split("/")
         by[(model, int(threads))].append((int(batch), v))
     models: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
@@ -83,10 +96,11 @@ def cpu_models(timings: dict[str, Any]) -> tuple[dict[str, dict[str, dict[str, A
         ps = [amdahl_parallel_fraction(v["step"], 2, one[b]["step"], 1) for b, v in two if b in one]
         largest = two[-1][1]
         eval_per_sample = largest["eval_s"] / 512
-        base = {"alpha_s": round(fit.alpha_s, 6), "beta_s_per_sample": round(fit.beta_s_per_sample, 8),
+        base = {"alpha_s": round(fit.alpha_s, 6), "beta_s_per_sample": round(fit.beta_s_per_sample, 8), "stem": "cifar",
                 "eval_s": round(eval_per_sample * TEST_SAMPLES, 3), "checkpoint_mb": round(largest["mb"], 2),
                 "save_s": round(largest["save_s"], 4), "load_s": round(largest["load_s"], 4),
-                "start_overhead_s": CPU_START_S, "reference_cores": 2,
+                "start_overhead_s": CPU_START_S, "gradient_mb": round(4 * largest["params"] / 1e6, 2),
+                "reference_cores": 2,
                 "parallel_fraction": round(statistics.median(ps), 4), "r2": round(fit.r2, 4), "source": "measured"}
         models[model]["cpu"] = base
         # Emulated device types of configs/clusters/local.toml: one core each, the slow one 3x slower.
@@ -114,18 +128,30 @@ def main() -> None:
     ap.add_argument("--cpu", type=Path, required=True)
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
-    gpu, gpu_samples = gavel_models(args.gavel)
-    cpu, cpu_samples = cpu_models(json.loads(args.cpu.read_text()))
+    timings = json.loads(args.cpu.read_text())
+    measured = {m: timings[f"{m}/1/16"] for m in GAVEL_MODELS.values()}
+    gpu, gpu_samples = gavel_models(args.gavel, measured)
+    cpu, cpu_samples = cpu_models(timings)
     models = {m: {**gpu.get(m, {}), **cpu.get(m, {})} for m in sorted(set(gpu) | set(cpu))}
+    host = timings.get("_host", {})
     data = {
         "provenance": {
+            "network": "CIFAR ResNet (3x3 stem, no max pool), ResNet-18 with 10 classes, ResNet-50 with 100",
             "gpu_source": "published: Gavel (stanford-futuredata/gavel c4fa400), "
-                          "scheduler/physical_cluster_throughputs.json, single-job rows; Narayanan et al., OSDI 2020; MIT License",
-            "gpu_caveats": "ResNet-50 rows are ImageNet (224x224), not CIFAR-100; batch 512 is extrapolated from 16-256; "
-                           "eval_s, save_s, load_s and start_overhead_s of GPUs are estimates (disk 500 MB/s, start 5 s, "
-                           "eval = forward ~ 1/3 of a training step over 10,000 test images)",
-            "cpu_source": f"measured here: torchvision ResNet (ImageNet stem), synthetic CIFAR-shaped batches, "
-                          f"SGD momentum 0.9, torch threads 1 and 2, host {platform.node()}",
+                          "scheduler/physical_cluster_throughputs.json, single-GPU rows; Narayanan et al., OSDI 2020; "
+                          "MIT License. Gavel's ResNet-18 is the CIFAR network",
+            "gpu_resnet50_rule": f"fitted: Gavel's ResNet-50 is ImageNet at 224x224; beta (per-sample cost) x "
+                                 f"{FLOP_RATIO['resnet50']:.4f}, the ratio of multiply-accumulates per image "
+                                 "(CIFAR ResNet-50 at 32x32 1.298 GMAC / ImageNet ResNet-50 at 224x224 4.089 GMAC); "
+                                 "alpha (fixed per-step cost) kept",
+            "gpu_scaling": "Gavel's multi-GPU rows are weak scaling and are not used; a k-GPU worker at a fixed "
+                           "global batch is timed as alpha + beta B / k + ring all-reduce of gradient_mb over the "
+                           "node's link_gbps (cluster file)",
+            "gpu_caveats": "batch 512 is extrapolated from 16-256; eval_s, save_s, load_s and start_overhead_s of "
+                           "GPUs are estimates (disk 500 MB/s, start 5 s, eval = forward ~ 1/3 of a training step "
+                           "over 10,000 test images)",
+            "cpu_source": f"measured by hetune.calibrate.cpu_timings: CIFAR ResNet, synthetic CIFAR-shaped batches, "
+                          f"SGD momentum 0.9, torch threads 1 and 2, host {host.get('host', '?')}",
             "cpu_scaling": "step_time(cores) = step_time(reference_cores) * ((1 - p) + p * reference_cores / cores), "
                            "p = parallel_fraction fitted from the 1- and 2-thread timings (Amdahl's law)",
             "emulated": "cpu-fast and cpu-slow are this CPU at one core; cpu-slow is slowed 3x on purpose",

@@ -44,7 +44,7 @@ class CalibrateRequest:
         resume: skip cells already in the output file.
         address: Ray address ("" = start a local Ray).
         data_dir: CIFAR folder ("" = synthetic batches).
-        stem: "imagenet" or "cifar".
+        stem: the network, "cifar" or "imagenet" (recorded in every row).
         devices: only these device types ("" = all of the cluster).
     """
 
@@ -60,7 +60,7 @@ class CalibrateRequest:
     resume: bool = False
     address: str = ""
     data_dir: str = ""
-    stem: str = "imagenet"
+    stem: str = "cifar"
     devices: list[str] = field(default_factory=list)
 
 
@@ -91,7 +91,12 @@ def validate(req: CalibrateRequest) -> ClusterConfig:
         for m in req.models:
             load_cifar(req.data_dir, DATASET[m], "test", limit=1)
     if (req.merge or req.resume) and Path(req.out).exists():
-        load_calibration(req.out)  # a broken existing file is refused, not overwritten
+        old = load_calibration(req.out)  # a broken existing file is refused, not overwritten
+        for m in req.models:
+            other = sorted(d for d, dm in old.models.get(m, {}).items() if dm.stem != req.stem)
+            if other:  # one file, one network per model
+                raise ConfigError("--stem", "", f"{req.out} holds {m} rows of another network "
+                                  f"(models.{m}.{other[0]}.stem); calibrate into another file")
     return cluster
 
 
@@ -208,7 +213,8 @@ def run_calibration(req: CalibrateRequest, report: Callable[[str], None] = print
             extras_raw.setdefault((model, t.device), []).append({
                 "eval_s": res["eval_s"] * 10_000 / min(1000, max(batch, 256)),  # scaled to the 10,000-image test set
                 "checkpoint_mb": res["checkpoint_mb"], "save_s": res["save_s"], "load_s": res["load_s"],
-                "start_overhead_s": max(0.0, wall - worked), "cores": t.num_cpus, "kind": t.kind})
+                "start_overhead_s": max(0.0, wall - worked), "cores": t.num_cpus, "kind": t.kind,
+                "gradient_mb": 4 * res["params"] / 1e6})
             _write(req, samples, extras_raw, provenance, device_names, base)
         if progress:
             progress("done", total, total)
@@ -237,7 +243,8 @@ def _write(req: CalibrateRequest, samples: list[Sample], extras_raw: dict[tuple[
     for key, rows in extras_raw.items():
         model, device = key
         ex: dict[str, Any] = {k: statistics.median(r[k] for r in rows)
-                              for k in ("eval_s", "checkpoint_mb", "save_s", "load_s", "start_overhead_s")}
+                              for k in ("eval_s", "checkpoint_mb", "save_s", "load_s", "start_overhead_s", "gradient_mb")}
+        ex["stem"] = req.stem
         if rows[0]["kind"] == "cpu":
             ex["reference_cores"] = int(rows[0]["cores"])
             # One core count cannot give Amdahl's parallel fraction: keep a known one.

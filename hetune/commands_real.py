@@ -143,7 +143,8 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
     add_force_option(p, "calibration file")
     p.add_argument("--address", default="", help="existing Ray cluster (auto or ray://host:port); default: local")
     p.add_argument("--data-dir", default="", help="folder with the CIFAR python folders; default: synthetic batches")
-    p.add_argument("--stem", default="imagenet", help="imagenet (torchvision as is) or cifar (3x3 stem, no pool)")
+    p.add_argument("--stem", default="cifar", help="the network: cifar (3x3 stem, no pool; the default) or imagenet "
+                   "(torchvision as is); an experiment uses rows of its experiment.stem only")
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(fn=cmd_calibrate, needs_torch=True)
 

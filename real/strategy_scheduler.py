@@ -99,7 +99,7 @@ class StrategyScheduler(TrialScheduler):
         from hetune.sim.throughput import load_calibration
 
         spec = load_cluster(cluster)
-        step_time_s = load_calibration(calibration).step_time_fn(model, batch_size, spec.device_kind, str(calibration))
+        step_time_s = load_calibration(calibration).step_time_fn(model, batch_size, spec, str(calibration))
         kinds = {name: d.kind for name, d in spec.devices.items()}
 
         instance = strategies.create(strategy, strategies.parse_params(strategy, params, "params"))

@@ -61,7 +61,7 @@ def train_trial(config: dict[str, Any]) -> None:
     device, node, slowdown = where_am_i(setup.get("slowdowns", {}))
     torch.manual_seed(setup["seed"])
     xtr, ytr, xte, yte = _data(setup)
-    model = build_model(setup["model"], setup["num_classes"], setup.get("stem", "imagenet"))
+    model = build_model(setup["model"], setup["num_classes"], setup.get("stem", "cifar"))
     opt = torch.optim.SGD(model.parameters(), lr=config["lr"], momentum=config["momentum"])
     loss_fn = torch.nn.CrossEntropyLoss()
     step, accuracy, load_s = 0, 0.0, 0.0

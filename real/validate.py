@@ -44,7 +44,7 @@ def best_strategy(experiment_name: str, results: Path = Path("results")) -> str:
 def strategy_workers(inputs: RunInputs, strategy: str) -> tuple[list[WorkerSpec], Any, Any]:
     """The strategy's instance, its workers and the calibration's step-time function."""
     info = inputs.experiment.experiment
-    step_time_s = inputs.calibration.step_time_fn(info.model, info.batch_size, inputs.cluster.device_kind)
+    step_time_s = inputs.calibration.step_time_fn(info.model, info.batch_size, inputs.cluster)
     s = inputs.make_strategy(strategy)
     return s.workers(inputs.cluster, step_time_s), step_time_s, s
 
@@ -159,7 +159,7 @@ def run_validate(experiment: str, overrides: list[str], strategy: str, out: Path
         setup = {"model": info.model, "dataset": info.dataset, "num_classes": info.num_classes,
                  "batch_size": info.batch_size, "stop_iterations": info.stop_iterations,
                  "target_accuracy": info.target_accuracy, "checkpoint_interval": info.checkpoint_interval,
-                 "data_dir": data, "eval_samples": info.eval_samples, "stem": exp.real.stem,
+                 "data_dir": data, "eval_samples": info.eval_samples, "stem": info.stem,
                  "threads": exp.real.threads, "slowdowns": slowdowns, "seed": seed,
                  "fail_once_at_step": exp.real.fail_once_at_step, "fault_dir": str(out / "faults")}
         param_space: dict[str, Any] = {"trial_index": tune.grid_search(list(range(info.population))),

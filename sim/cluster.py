@@ -20,16 +20,21 @@ class DeviceType:
         accelerator_type: Ray's accelerator_type label for GPUs (e.g. "V100"); "" for none.
         emulated_slowdown: for device types emulated on one machine, the factor by which
             real runs are slowed down on purpose (1.0 = not emulated).
+        link_gbps: GPU types: the interconnect between the GPUs of one node of this type, Gb/s
+            (data-parallel gradient all-reduce); 0 = not given.
     """
 
     kind: Literal["gpu", "cpu"]
     price_per_hour: float = 0.0
     accelerator_type: str = ""
     emulated_slowdown: float = 1.0
+    link_gbps: float = 0.0
 
     def check(self) -> Iterator[tuple[str, str]]:
         if self.price_per_hour < 0:
             yield "price_per_hour", f"must be >= 0, got {self.price_per_hour}"
+        if self.link_gbps < 0:
+            yield "link_gbps", f"must be >= 0, got {self.link_gbps}"
         if self.emulated_slowdown < 1.0:
             yield "emulated_slowdown", f"must be >= 1, got {self.emulated_slowdown}"
 
@@ -109,6 +114,10 @@ class ClusterConfig:
                 yield f"nodes[{i}].device", f"unknown device type {n.device!r} (declared: {', '.join(sorted(self.devices))})"
             elif self.devices[n.device].kind == "gpu" and n.gpus < 1:
                 yield f"nodes[{i}].gpus", f"a node of GPU type {n.device!r} needs gpus >= 1"
+            elif self.devices[n.device].kind == "gpu" and n.gpus > 1 and self.devices[n.device].link_gbps <= 0:
+                # a data-parallel worker on several GPUs all-reduces its gradients over this link
+                yield f"devices.{n.device}.link_gbps", (f"needed for node {n.name!r} with {n.gpus} GPUs "
+                                                         "(the GPU interconnect, Gb/s; e.g. 100 for PCIe 3.0 x16)")
             if n.name in seen:
                 yield f"nodes[{i}].name", f"duplicate node name {n.name!r}"
             seen.add(n.name)

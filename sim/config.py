@@ -113,6 +113,9 @@ class ExperimentInfo:
         name: experiment name.
         model: model name, a key of the calibration file's [models].
         dataset: "cifar10" or "cifar100".
+        stem: the network trained, measured and simulated: "cifar" (ResNet with a 3x3 stem and no
+            max pool, the usual network for 32x32 images) or "imagenet" (torchvision's 7x7 stem and
+            max pool, some 15x less work per image). Calibration rows must be of this network.
         population: number of PBT trials.
         batch_size: samples per iteration (one iteration = one mini-batch).
         stop_iterations: a trial stops after this many iterations.
@@ -120,14 +123,15 @@ class ExperimentInfo:
             is when the first trial reaches it.
         checkpoint_interval: iterations between checkpoints.
         max_failures: trial restarts allowed after a failure (real runs).
-        eval_samples: test images evaluated at the end of every chunk (the calibration's
-            eval_s is for the 10,000-image CIFAR test set and is scaled to this).
+        eval_samples: test images evaluated at every checkpoint interval and at a trial's last
+            iteration (the calibration's eval_s is for the 10,000-image CIFAR test set and is scaled to this).
         seed: default seed.
     """
 
     name: str
     model: str
     dataset: Literal["cifar10", "cifar100"]
+    stem: Literal["cifar", "imagenet"] = "cifar"
     population: int = 20
     batch_size: int = 512
     stop_iterations: int = 1000
@@ -168,7 +172,6 @@ class RealConfig:
         data_dir: folder holding the CIFAR python folders ("" = use --data-dir).
         synthetic: train on a small synthetic CIFAR-format dataset with a learnable signal (smoke runs).
         synthetic_train: training images of the synthetic dataset.
-        stem: "imagenet" (torchvision as is) or "cifar".
         threads: torch CPU threads per trial.
         storage_path: Ray Tune storage ("" = <out>/tune); must be shared storage on multi-node clusters.
         shared_storage: the user asserts storage_path is visible from every node.
@@ -178,7 +181,6 @@ class RealConfig:
     data_dir: str = ""
     synthetic: bool = False
     synthetic_train: int = 2000
-    stem: Literal["imagenet", "cifar"] = "imagenet"
     threads: int = 1
     storage_path: str = ""
     shared_storage: bool = False

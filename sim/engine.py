@@ -100,8 +100,7 @@ class Simulation(ExploitSteps):
     def _make_workers(self) -> list[Worker]:
         cluster = self.inputs.cluster
         where = self.inputs.experiment.calibration.path
-        step_time_s = self.inputs.calibration.step_time_fn(self.info.model, self.info.batch_size,
-                                                           cluster.device_kind, where)
+        step_time_s = self.inputs.calibration.step_time_fn(self.info.model, self.info.batch_size, cluster, where)
         specs: list[WorkerSpec] = self.strategy.workers(cluster, step_time_s)
         out = []
         for i, s in enumerate(specs):

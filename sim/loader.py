@@ -79,6 +79,7 @@ def load_inputs(path: str | Path, overrides: list[str] | None = None) -> RunInpu
     if model not in calibration.models:
         raise ConfigError(exp.calibration.path, f"models.{model}",
                           f"no calibration for model {model!r} named by {where}")
+    calibration.check_network(model, exp.experiment.stem, exp.calibration.path, where)
     for device in sorted({n.device for n in cluster.nodes}):
         if device not in calibration.models[model]:
             raise ConfigError(exp.calibration.path, f"models.{model}.{device}",

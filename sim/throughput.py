@@ -1,29 +1,45 @@
 """Step-time models read from a calibration file.
 
-A model is a pure function of (model, device type, batch size, device count):
+A model is a pure function of (model, device type, batch size, device count), at a fixed
+global batch (strong scaling: the batch is split over the devices of a worker).
 
-    step_time_s(batch, n) = (alpha_s + beta_s_per_sample * batch) * scale(n)
+GPU types, ``n`` GPUs of one data-parallel worker on one node::
 
-For GPU types ``n`` is the number of GPUs of a data-parallel worker and
-``scale(n) = 1 / (1 + (n - 1) * multi_device_efficiency)``: each extra GPU adds
-``multi_device_efficiency`` of one GPU's throughput.
+    step_time_s(B, n) = alpha_s + beta_s_per_sample * B / n + allreduce_s(n)
+    allreduce_s(n)    = 2 (n - 1) / n * gradient_mb * 8 / 1000 / link_gbps     (ring all-reduce)
 
-For CPU types ``n`` is the number of cores a worker gets. Step time follows
-Amdahl's law around the core count it was measured with:
+The first two terms are the no-communication bound: each GPU still pays the fixed per-step
+cost and does 1/n of the per-sample work. ``link_gbps`` is the node's GPU interconnect from
+the cluster file. Where a strong-scaling speedup was measured (``speedup`` at ``speedup_batch``),
+its communication cost replaces the ring estimate; it is never below zero, so no calibration
+beats the bound, and a measured speedup above ``n`` is refused when the file is loaded.
 
-    scale(n) = (1 - parallel_fraction) + parallel_fraction * reference_cores / n
+CPU types, ``n`` cores: Amdahl's law around the core count alpha and beta were measured with::
+
+    step_time_s(B, n) = (alpha_s + beta_s_per_sample * B) * ((1 - p) + p * reference_cores / n)
+
+which never speeds up more than linearly in ``n`` for ``p`` in [0, 1].
+
+Every row records the network it was measured on (``stem``: ResNet with the CIFAR 3x3 stem, or
+torchvision's ImageNet stem): the two differ some 15x in work per 32x32 image, so a row of one
+is never used for the other (``check_network``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Literal
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Literal
 
 from hetune.sim.errors import ConfigError
 from hetune.sim.schema import from_mapping
 from hetune.sim.surrogate import SurrogateParams
 from hetune.sim.tomlfile import read_toml
+
+if TYPE_CHECKING:
+    from hetune.sim.cluster import ClusterConfig
+
+STEMS = ("cifar", "imagenet")
 
 
 @dataclass(frozen=True)
@@ -33,12 +49,15 @@ class DeviceModel:
     Args:
         alpha_s: fixed seconds per training step.
         beta_s_per_sample: seconds per sample per step.
+        stem: the network measured: "cifar" (3x3 stem, no max pool) or "imagenet" (torchvision as is).
         eval_s: seconds for one evaluation pass on the test set.
         checkpoint_mb: checkpoint size, in MB (weights + optimizer state).
         save_s: seconds to save a checkpoint.
         load_s: seconds to load a checkpoint.
         start_overhead_s: seconds to start or resume a trial (process, model build).
-        multi_device_efficiency: GPU types: throughput each extra GPU adds, as a fraction of one.
+        gradient_mb: MB of gradients all-reduced per data-parallel step (4 bytes per parameter).
+        speedup: GPU types: measured strong-scaling speedup at ``speedup_batch`` by GPU count ("2", "4", ...).
+        speedup_batch: the global batch the speedup was measured at, samples.
         reference_cores: CPU types: the core count alpha and beta were measured with.
         parallel_fraction: CPU types: Amdahl parallel fraction in [0, 1].
         r2: goodness of the alpha/beta fit (1 = perfect), when fitted.
@@ -47,43 +66,71 @@ class DeviceModel:
 
     alpha_s: float
     beta_s_per_sample: float
+    stem: Literal["cifar", "imagenet"]
     eval_s: float = 0.0
     checkpoint_mb: float = 0.0
     save_s: float = 0.0
     load_s: float = 0.0
     start_overhead_s: float = 0.0
-    multi_device_efficiency: float = 0.9
+    gradient_mb: float = 0.0
+    speedup: dict[str, float] = field(default_factory=dict)
+    speedup_batch: int = 0
     reference_cores: int = 1
     parallel_fraction: float = 1.0
     r2: float = 1.0
     source: Literal["measured", "published", "fitted"] = "fitted"
 
     def check(self) -> Iterator[tuple[str, str]]:
-        for name in ("alpha_s", "beta_s_per_sample", "eval_s", "checkpoint_mb", "save_s", "load_s", "start_overhead_s"):
+        for name in ("alpha_s", "beta_s_per_sample", "eval_s", "checkpoint_mb", "save_s", "load_s",
+                     "start_overhead_s", "gradient_mb"):
             if getattr(self, name) < 0:
                 yield name, f"must be >= 0, got {getattr(self, name)}"
         if self.alpha_s == 0 and self.beta_s_per_sample == 0:
             yield "beta_s_per_sample", "alpha_s and beta_s_per_sample cannot both be 0"
-        if not 0 <= self.multi_device_efficiency <= 1:
-            yield "multi_device_efficiency", f"must be in [0, 1], got {self.multi_device_efficiency}"
         if not 0 <= self.parallel_fraction <= 1:
             yield "parallel_fraction", f"must be in [0, 1], got {self.parallel_fraction}"
         if self.reference_cores < 1:
             yield "reference_cores", f"must be >= 1, got {self.reference_cores}"
+        if self.speedup and self.speedup_batch < 1:
+            yield "speedup_batch", f"must be >= 1 where a speedup is given, got {self.speedup_batch}"
+        for key, value in sorted(self.speedup.items()):
+            n = int(key) if key.isdigit() else 0
+            if n < 2:
+                yield f"speedup.{key}", "keys are GPU counts >= 2"
+            elif not 0 < value <= n:  # a fixed global batch cannot get more than n times faster on n GPUs
+                yield f"speedup.{key}", (f"{value} on {n} GPUs is more than linear (efficiency {value / n:.2f} > 1)"
+                                         if value > n else f"must be > 0, got {value}")
 
-    def step_time_s(self, batch: int, devices: int, kind: str) -> float:
-        """Seconds for one training step.
+    def step_time_s(self, batch: int, devices: int, kind: str, link_gbps: float = 0.0) -> float:
+        """Seconds for one training step at a fixed global batch.
 
         Args:
-            batch: samples per step (global batch).
+            batch: samples per step (global batch, split over the devices).
             devices: GPUs (kind "gpu") or cores (kind "cpu") of the worker.
             kind: "gpu" or "cpu".
+            link_gbps: the node's GPU interconnect, Gb/s (0 = no communication term).
         """
-        base = self.alpha_s + self.beta_s_per_sample * batch
         if kind == "cpu":
             p = self.parallel_fraction
-            return base * ((1.0 - p) + p * self.reference_cores / devices)
-        return base / (1.0 + (devices - 1) * self.multi_device_efficiency)
+            return (self.alpha_s + self.beta_s_per_sample * batch) * ((1.0 - p) + p * self.reference_cores / devices)
+        return self.alpha_s + self.beta_s_per_sample * batch / devices + self.allreduce_s(devices, link_gbps)
+
+    def allreduce_s(self, devices: int, link_gbps: float) -> float:
+        """Seconds of communication per step on ``devices`` GPUs (0 for one), never negative."""
+        if devices <= 1:
+            return 0.0
+        ring = 2.0 * (devices - 1) / devices
+        measured = {int(k): v for k, v in self.speedup.items()}
+        if measured:
+            # c * ring(n) fitted to the largest measured count: t1 / s = alpha + beta B / n + c ring(n)
+            n = max(measured)
+            b = self.speedup_batch
+            t_n = (self.alpha_s + self.beta_s_per_sample * b) / measured[n]
+            c = (t_n - self.alpha_s - self.beta_s_per_sample * b / n) / (2.0 * (n - 1) / n)
+            return max(0.0, c) * ring
+        if link_gbps <= 0:
+            return 0.0
+        return ring * self.gradient_mb * 8.0 / 1000.0 / link_gbps
 
 
 @dataclass(frozen=True)
@@ -127,19 +174,41 @@ class CalibrationConfig:
     def check(self) -> Iterator[tuple[str, str]]:
         if not self.models:
             yield "models", "must hold at least one model"
+        for model, rows in sorted(self.models.items()):
+            stems = sorted({dm.stem for dm in rows.values()})
+            if len(stems) > 1:  # one model name, two networks: its device types would not compare
+                device = next(d for d, dm in sorted(rows.items()) if dm.stem != rows[min(rows)].stem)
+                yield f"models.{model}.{device}.stem", (f"mixes network variants for {model} ({', '.join(stems)}); "
+                                                        "calibrate every device type on one network")
 
-    def step_time_fn(self, model: str, batch_size: int, kind_of: Callable[[str], str],
+    def check_network(self, model: str, stem: str, where: str, asked_by: str) -> None:
+        """Refuse rows of ``model`` measured on another network than ``stem``.
+
+        Args:
+            model: a key of [models].
+            stem: the network the experiment trains (experiment.stem).
+            where: the calibration file, for messages.
+            asked_by: the experiment file, for messages.
+        """
+        for device, dm in sorted(self.models.get(model, {}).items()):
+            if dm.stem != stem:
+                raise ConfigError(where, f"models.{model}.{device}.stem",
+                                  f"measured on the {dm.stem}-stem {model}, but {asked_by} trains the {stem}-stem one "
+                                  f"(experiment.stem); calibrate that network (hetune calibrate --stem {stem})")
+
+    def step_time_fn(self, model: str, batch_size: int, cluster: "ClusterConfig",
                      where: str = "calibration") -> Callable[[str, int], float]:
         """Seconds per iteration of ``model`` at ``batch_size`` for (device type, devices): what strategies carve by.
 
         Args:
             model: a key of [models].
-            batch_size: samples per iteration.
-            kind_of: device type -> "gpu" or "cpu" (``ClusterConfig.device_kind``).
+            batch_size: samples per iteration (global batch).
+            cluster: gives each device type's kind and interconnect.
             where: the calibration file, for messages.
         """
         def step_time_s(device: str, devices: int) -> float:
-            return self.device_model(model, device, where).step_time_s(batch_size, devices, kind_of(device))
+            spec = cluster.devices[device]
+            return self.device_model(model, device, where).step_time_s(batch_size, devices, spec.kind, spec.link_gbps)
 
         return step_time_s
 

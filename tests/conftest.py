@@ -14,7 +14,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 # Round numbers so closed-form answers are exact in binary floating point.
 FAST = {"alpha_s": 0.5, "beta_s_per_sample": 0.0, "eval_s": 2.0, "checkpoint_mb": 125.0,
-        "save_s": 1.0, "load_s": 4.0, "start_overhead_s": 8.0, "multi_device_efficiency": 1.0}
+        "save_s": 1.0, "load_s": 4.0, "start_overhead_s": 8.0, "stem": "cifar"}
 SLOW = dict(FAST, alpha_s=2.0)
 
 
@@ -23,7 +23,8 @@ def write_setup(tmp: Path, *, population: int = 4, stop: int = 100, interval: in
                 models: dict[str, Any] | None = None, target: float = 1.0, noise: float = 0.0,
                 synch: bool = False, extra: dict[str, Any] | None = None) -> Path:
     """Write cluster, calibration and experiment files; return the experiment path."""
-    devices = devices or {"fast": {"kind": "gpu", "price_per_hour": 2.0}, "slow": {"kind": "gpu", "price_per_hour": 1.0}}
+    devices = devices or {"fast": {"kind": "gpu", "price_per_hour": 2.0, "link_gbps": 100.0},
+                          "slow": {"kind": "gpu", "price_per_hour": 1.0, "link_gbps": 100.0}}
     nodes = nodes or [{"name": "n0", "device": "fast", "gpus": 2, "cpus": 8}]
     cluster = {"cluster": {"name": "test", "network_gbps": 8.0}, "devices": devices, "nodes": nodes}
     calib = {"provenance": {"source": "test"}, "models": {"resnet18": models or {"fast": FAST, "slow": SLOW}}}

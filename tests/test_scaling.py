@@ -1,0 +1,107 @@
+"""Strong scaling and one network per model (issue 24, items 1-2): no calibration makes n devices more
+than n times one device's speed or beats the no-communication bound; rows of another network are refused."""
+
+from __future__ import annotations
+
+import tomli_w
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from conftest import REPO
+from hetune.cli import main
+from hetune.sim.errors import ConfigError
+from hetune.sim.loader import load_inputs
+from hetune.sim.schema import from_mapping
+from hetune.sim.throughput import DeviceModel, load_calibration
+
+REFERENCE = REPO / "configs/calibration/reference.toml"
+
+positive = st.floats(min_value=1e-6, max_value=10.0, allow_nan=False)
+rows = st.fixed_dictionaries(
+    {"alpha_s": positive, "beta_s_per_sample": positive, "stem": st.sampled_from(["cifar", "imagenet"]),
+     "gradient_mb": st.floats(0, 500), "parallel_fraction": st.floats(0, 1),
+     "reference_cores": st.integers(1, 64)},
+    optional={"speedup": st.dictionaries(st.sampled_from(["2", "4", "8"]), st.floats(0.01, 16.0), min_size=1),
+              "speedup_batch": st.integers(1, 1024)})
+
+
+@settings(max_examples=300, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(row=rows, batch=st.integers(1, 1024), n=st.integers(1, 64), link=st.floats(0, 1000))
+def test_no_calibration_beats_linear_scaling_or_the_no_communication_bound(row, batch, n, link):
+    try:
+        dm = from_mapping(DeviceModel, row, "calib.toml", "models.m.d")
+    except ConfigError:
+        return  # refused rows (a superlinear speedup, a speedup without its batch) are covered below
+    gpu_1, gpu_n = dm.step_time_s(batch, 1, "gpu", link), dm.step_time_s(batch, n, "gpu", link)
+    assert gpu_n >= dm.alpha_s + dm.beta_s_per_sample * batch / n - 1e-12  # the no-communication bound
+    assert gpu_1 / gpu_n <= n + 1e-9
+    cpu_1, cpu_n = dm.step_time_s(batch, 1, "cpu"), dm.step_time_s(batch, n, "cpu")
+    assert cpu_1 / cpu_n <= n + 1e-9
+
+
+def test_shipped_gpu_rows_stay_under_the_bound_at_the_default_batch():
+    """The old model gave 4 V100s 3.83x at batch 512 (Gavel's weak-scaling rows read as strong
+    scaling); the one-GPU fit's own bound alpha + beta B / 4 allows 2.55x."""
+    cal = load_calibration(REFERENCE)
+    for model, per_device in cal.models.items():
+        for device, dm in per_device.items():
+            if device in ("k80", "p100", "v100"):
+                bound = (dm.alpha_s + dm.beta_s_per_sample * 512) / (dm.alpha_s + dm.beta_s_per_sample * 128)
+                speedup = dm.step_time_s(512, 1, "gpu", 400.0) / dm.step_time_s(512, 4, "gpu", 400.0)
+                assert 1.0 < speedup <= bound, (model, device, speedup, bound)
+                assert dm.stem == "cifar"
+    v100 = cal.models["resnet18"]["v100"]
+    assert v100.step_time_s(512, 1, "gpu") / v100.step_time_s(512, 4, "gpu", 400.0) < 2.6
+
+
+def _calib(tmp_path, rows: dict) -> str:
+    path = tmp_path / "calib.toml"
+    path.write_text(tomli_w.dumps({"provenance": {"source": "test"}, "models": {"resnet18": rows}}))
+    return str(path)
+
+
+GOOD = {"alpha_s": 0.1, "beta_s_per_sample": 0.001, "stem": "cifar"}
+
+
+@pytest.mark.parametrize("rows, needle", [
+    ({"fast": dict(GOOD, speedup={"2": 2.4}, speedup_batch=256)},
+     "models.resnet18.fast.speedup.2: 2.4 on 2 GPUs is more than linear (efficiency 1.20 > 1)"),
+    ({"fast": dict(GOOD, speedup={"2": 1.5})}, "models.resnet18.fast.speedup_batch: must be >= 1"),
+    ({"fast": dict(GOOD, start_overhead_s=-1.0)}, "models.resnet18.fast.start_overhead_s: must be >= 0, got -1.0"),
+    ({"fast": GOOD, "slow": dict(GOOD, stem="imagenet")}, "models.resnet18.slow.stem: mixes network variants"),
+    ({"fast": dict(GOOD, multi_device_efficiency=0.9)}, "models.resnet18.fast.multi_device_efficiency: unknown key"),
+])
+def test_bad_calibration_rows_get_one_line_naming_file_row_and_field(tmp_path, rows, needle):
+    path = _calib(tmp_path, rows)
+    with pytest.raises(ConfigError) as err:
+        load_calibration(path)
+    assert str(err.value).startswith(f"{path}: ") and needle in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_rows_of_another_network_are_refused_by_the_experiment(setup, tmp_path, capsys):
+    imagenet = dict(GOOD, stem="imagenet", alpha_s=0.5)
+    exp = setup(models={"fast": imagenet, "slow": imagenet})
+    with pytest.raises(ConfigError, match=r"models\.resnet18\.fast\.stem: measured on the imagenet-stem resnet18, "
+                                          r"but .* trains the cifar-stem one \(experiment\.stem\)"):
+        load_inputs(exp)
+    assert load_inputs(exp, ["experiment.stem=imagenet"]).experiment.experiment.stem == "imagenet"
+    assert main(["simulate", str(exp), "--out", str(tmp_path / "run")]) == 2
+    assert "experiment.stem" in capsys.readouterr().err and not (tmp_path / "run").exists()
+
+
+def test_a_multi_gpu_node_needs_its_interconnect(setup):
+    exp = setup(devices={"fast": {"kind": "gpu"}, "slow": {"kind": "gpu"}})
+    with pytest.raises(ConfigError, match=r"devices\.fast\.link_gbps: needed for node 'n0' with 2 GPUs"):
+        load_inputs(exp)
+
+
+def test_the_all_reduce_is_charged_over_the_link():
+    dm = DeviceModel(alpha_s=0.0, beta_s_per_sample=0.001, stem="cifar", gradient_mb=100.0)
+    # 4 GPUs: ring all-reduce moves 2 * 3/4 * 100 MB = 150 MB = 1.2 Gb over 12 Gb/s: 0.1 s
+    assert dm.step_time_s(400, 4, "gpu", 12.0) == pytest.approx(0.1 + 0.1)
+    measured = DeviceModel(alpha_s=0.0, beta_s_per_sample=0.001, stem="cifar", speedup={"4": 2.0}, speedup_batch=400)
+    # measured 2x on 4 GPUs at batch 400: 0.2 s a step, 0.1 of it communication, whatever the link
+    assert measured.step_time_s(400, 4, "gpu", 12.0) == pytest.approx(0.2)
+    assert measured.step_time_s(400, 2, "gpu", 12.0) == pytest.approx(0.2 + 0.1 * (1 / 1.5))
