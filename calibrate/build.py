@@ -59,6 +59,8 @@ def build_file(samples: list[Sample], extras: dict[tuple[str, str], dict[str, fl
     models: dict[str, dict[str, Any]] = {m: dict(d) for m, d in (base or {}).get("models", {}).items()}
     warnings = []
     for (model, device), (fit, pts) in sorted(fits.items()):
+        if (model, device) not in extras:
+            continue  # not measured in this run (a merged or resumed file's rows and samples): keep as is
         ex = extras.get((model, device), {})
         entry = {"alpha_s": round(fit.alpha_s, 8), "beta_s_per_sample": round(fit.beta_s_per_sample, 10),
                  "r2": round(fit.r2, 4), "source": "measured"}
