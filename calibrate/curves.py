@@ -110,25 +110,6 @@ def read_logs(paths: list[str]) -> list[list[dict[str, Any]]]:
     return out
 
 
-def restart_overheads(event_logs: list[list[dict[str, Any]]]) -> dict[str, float]:
-    """Median seconds a worker slot spends between a trial leaving it (pause, exploit restart, failure)
-    and the next trial's work starting on it, per device type: what a trial switch really costs
-    (actor teardown and start, imports, restore), including the overhead the event already counts.
-    """
-    gaps: dict[str, list[float]] = {}
-    for events in event_logs:
-        left: dict[int, float] = {}
-        for e in events:
-            w = e["worker"]
-            if w is None:
-                continue
-            if e["kind"] in ("pause", "failure"):
-                left[w] = e["t"]
-            elif e["kind"] == "resume" and w in left:
-                gaps.setdefault(e["device"], []).append(e["t"] - left.pop(w))
-    return {d: float(np.median(v)) for d, v in sorted(gaps.items()) if v}
-
-
 def run_calibration_file(events: str) -> Path:
     """The calibration.toml a run folder keeps beside its events."""
     p = Path(events)
@@ -139,8 +120,9 @@ def run_calibration_file(events: str) -> Path:
 
 
 def write_curves(events: list[str], out: Path, model: str, dataset: str,
-                 base_path: Path | None = None) -> tuple[SurrogateParams, dict[str, float], dict[str, float]]:
-    """Fit curves and trial-restart overheads from recorded runs; write the base calibration plus them.
+                 base_path: Path | None = None) -> tuple[SurrogateParams, dict[str, float]]:
+    """Fit learning curves from recorded runs; write the base calibration plus them. (Trial overheads
+    are calibrate's own Ray Tune probe, calibrate/overheads.py, never fitted from the runs compared.)
 
     Args:
         events: events.jsonl files or run folders.
@@ -150,7 +132,7 @@ def write_curves(events: list[str], out: Path, model: str, dataset: str,
         base_path: base calibration (default: the first run folder's calibration.toml).
 
     Returns:
-        (fitted parameters, fit statistics, restart overhead seconds per device type).
+        (fitted parameters, fit statistics).
     """
     logs = read_logs(events)
     base_path = base_path or run_calibration_file(events[0])
@@ -158,16 +140,10 @@ def write_curves(events: list[str], out: Path, model: str, dataset: str,
     base = read_toml(base_path)
     params, stats = fit_curves(logs, chance=1.0 / (100 if dataset == "cifar100" else 10))
     base.setdefault("curves", {})[model] = to_mapping(params)
-    restarts = restart_overheads(logs)
-    for device, seconds in restarts.items():
-        entry = base.get("models", {}).get(model, {}).get(device)
-        if entry is not None:  # what a trial switch really cost in the recorded runs
-            entry["start_overhead_s"] = round(seconds, 3)
     base.setdefault("provenance", {})["curves"] = (
         f"fitted by hetune calibrate curves from {len(logs)} run(s) ({', '.join(events)}): "
-        f"{stats['points']} accuracies, RMSE {stats['rmse']:.4f}; start_overhead_s of "
-        f"{', '.join(restarts) or 'no'} device type(s) set to the recorded trial-restart gaps")
+        f"{stats['points']} accuracies, RMSE {stats['rmse']:.4f}")
     atomic_write_toml(out, base, header="Calibration with learning curves fitted from real runs "
                                         "(`hetune calibrate curves`).")
     load_calibration(out)
-    return params, stats, restarts
+    return params, stats

@@ -46,6 +46,8 @@ class CalibrateRequest:
         data_dir: CIFAR folder ("" = synthetic batches).
         stem: the network, "cifar" or "imagenet" (recorded in every row).
         devices: only these device types ("" = all of the cluster).
+        overheads: also run the Ray Tune probe of trial start, pause and resume, save and restore
+            per (model, device type) (calibrate/overheads.py).
     """
 
     cluster: str
@@ -62,6 +64,7 @@ class CalibrateRequest:
     data_dir: str = ""
     stem: str = "cifar"
     devices: list[str] = field(default_factory=list)
+    overheads: bool = True
 
 
 def validate(req: CalibrateRequest) -> ClusterConfig:
@@ -216,9 +219,10 @@ def run_calibration(req: CalibrateRequest, report: Callable[[str], None] = print
                 "start_overhead_s": max(0.0, wall - worked), "cores": t.num_cpus, "kind": t.kind,
                 "gradient_mb": 4 * res["params"] / 1e6})
             _write(req, samples, extras_raw, provenance, device_names, base)
+        overheads = _measure_overheads(req, [t for t in targets if t.found], base, report)
         if progress:
             progress("done", total, total)
-        data = _write(req, samples, extras_raw, provenance, device_names, base)
+        data = _write(req, samples, extras_raw, provenance, device_names, base, overheads)
     finally:
         ray.shutdown()
     fits = fit_cells(samples)
@@ -236,8 +240,32 @@ def _repeat_spread(samples: list[Sample]) -> list[dict[str, Any]]:
             for (m, d, b), v in sorted(by.items()) if len(v) > 1]
 
 
+def _measure_overheads(req: CalibrateRequest, targets: list[DeviceTarget], base: dict[str, Any] | None,
+                       report: Callable[[str], None]) -> dict[tuple[str, str], dict[str, float]]:
+    """Per (model, device type): the trial overheads of a Ray Tune probe (kept from --out on --resume)."""
+    from hetune.calibrate.overheads import measure_overheads
+
+    out: dict[tuple[str, str], dict[str, float]] = {}
+    if not req.overheads:
+        return out
+    for t in targets:
+        for model in req.models:
+            row = (base or {}).get("models", {}).get(model, {}).get(t.device, {})
+            if req.resume and row.get("resume_s"):
+                out[(model, t.device)] = {k: row[k] for k in ("start_overhead_s", "resume_s", "save_s", "load_s")}
+                continue
+            try:
+                out[(model, t.device)] = measure_overheads(model, CLASSES[model], DATASET[model], min(req.batch_sizes),
+                                                           t, req.stem)
+            except Exception as exc:  # a probe that cannot run: the row keeps the cells' estimates
+                report(f"warning: trial overheads of {model} on {t.device} not measured: "
+                       f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
+    return out
+
+
 def _write(req: CalibrateRequest, samples: list[Sample], extras_raw: dict[tuple[str, str], list[dict[str, Any]]],
-           provenance: dict[str, Any], device_names: dict[str, str], base: dict[str, Any] | None):
+           provenance: dict[str, Any], device_names: dict[str, str], base: dict[str, Any] | None,
+           overheads: dict[tuple[str, str], dict[str, float]] | None = None):
     extras: dict[tuple[str, str], dict[str, Any]] = {}
     base_models = (base or {}).get("models", {})
     for key, rows in extras_raw.items():
@@ -245,6 +273,7 @@ def _write(req: CalibrateRequest, samples: list[Sample], extras_raw: dict[tuple[
         ex: dict[str, Any] = {k: statistics.median(r[k] for r in rows)
                               for k in ("eval_s", "checkpoint_mb", "save_s", "load_s", "start_overhead_s", "gradient_mb")}
         ex["stem"] = req.stem
+        ex.update((overheads or {}).get(key, {}))  # what a Tune trial pays, measured through Tune
         if rows[0]["kind"] == "cpu":
             ex["reference_cores"] = int(rows[0]["cores"])
             # One core count cannot give Amdahl's parallel fraction: keep a known one.

@@ -23,7 +23,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
                            batch_sizes=args.batch_sizes, steps=args.steps, out=args.out, warmup=args.warmup,
                            repeat=args.repeat, holdout=args.holdout, merge=args.merge, resume=args.resume,
                            address=args.address, data_dir=args.data_dir, stem=args.stem,
-                           devices=[d for d in args.devices.split(",") if d])
+                           devices=[d for d in args.devices.split(",") if d], overheads=not args.skip_overheads)
     bars: list[Any] = []  # made on the first cell, so bad input prints only its error line
 
     def progress(desc: str, done: int, total: int) -> None:
@@ -53,14 +53,12 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
 
 def cmd_curves(args: argparse.Namespace) -> int:
-    """Fit the learning-curve surrogate (and trial-restart overheads) to recorded real runs."""
+    """Fit the learning-curve surrogate to recorded real runs."""
     from hetune.calibrate.curves import write_curves
 
     claim_file(Path(args.out), force=args.force, keep_flags="")
-    params, stats, restarts = write_curves(args.events, Path(args.out), args.model, args.dataset,
-                                           Path(args.calibration) if args.calibration else None)
-    for device, seconds in restarts.items():
-        print(f"{args.model} on {device}: trial restart overhead {seconds:.2f} s (median of recorded switches)")
+    params, stats = write_curves(args.events, Path(args.out), args.model, args.dataset,
+                                 Path(args.calibration) if args.calibration else None)
     print(f"{args.model}: max_accuracy {params.max_accuracy:.3f}, tau {params.tau_iterations:.1f} iterations, "
           f"lr_opt {params.lr_opt:.4g}, width {params.width_decades} decades, noise {params.noise_std:.3f} "
           f"(RMSE {stats['rmse']:.4f} over {stats['points']} accuracies) -> {args.out}")
@@ -145,6 +143,8 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
     p.add_argument("--data-dir", default="", help="folder with the CIFAR python folders; default: synthetic batches")
     p.add_argument("--stem", default="cifar", help="the network: cifar (3x3 stem, no pool; the default) or imagenet "
                    "(torchvision as is); an experiment uses rows of its experiment.stem only")
+    p.add_argument("--skip-overheads", action="store_true",
+                   help="skip the Ray Tune probe of trial start, pause/resume, save and restore per device type")
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(fn=cmd_calibrate, needs_torch=True)
 

@@ -24,7 +24,7 @@ class Placement:
         resources: Ray resources each trial requests at start ({"CPU": 1}, {"GPU": 1}, ...); a
             StrategyScheduler replaces them before a trial first starts.
         wrap: builds the scheduler Tune runs from the PBT scheduler (and, for StrategyScheduler, its
-            other arguments: interval, mode, stop_iterations, target_accuracy, on_pause).
+            other arguments: interval, mode, stop_iterations, target_accuracy, on_pause, checkpoint_interval).
         node_resources: node name -> custom resources it must declare (the workers' slots).
     """
 

@@ -2,8 +2,9 @@
 
 A Tune Callback turns trial starts, results, checkpoints, pauses, stops and
 errors into events; the recording PBT scheduler adds exploit and explore
-events. Times are wall-clock seconds since the first trial started (Tune's
-experiment set-up before that is not part of the schedule). Workers are the
+events. Times are wall-clock seconds since ``Tuner.fit()`` was called: a trial's start
+overhead (Tune's set-up, actor and process start, data, model build) is part of the run, as
+the simulator's ``start_overhead_s``, measured the same way by calibrate/overheads.py. Workers are the
 slots of the strategy's worker list: a trial running on node N holds the
 lowest free slot of N, so the same timeline and utilization code serves both.
 """
@@ -117,9 +118,6 @@ class RecorderCallback(Callback):
         self.log = log
 
     def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-        if not self.log.state and not self.log.resumed:
-            # Time 0 is the first trial's start: Tune's own experiment set-up is not scheduling.
-            self.log.t0 = time.time()
         st = self.log.state.setdefault(trial_index(trial), {"iteration": 0, "accuracy": None, "started": False})
         if st.get("worker") is not None:  # restarted without a pause we saw (e.g. new resources)
             self._end(trial, "pause")
@@ -131,7 +129,7 @@ class RecorderCallback(Callback):
         i = trial_index(trial)
         st = log.state.setdefault(i, {"iteration": 0, "accuracy": None, "started": False, "start_wall": time.time()})
         wall = float(result.get("wall_time", time.time()))
-        work = float(result["step_s"]) + float(result["eval_s"]) + float(result["save_s"])
+        work = float(result["step_s"]) + float(result["eval_s"])
         if st.get("fresh"):
             st["fresh"] = False
             st["worker"] = log._slot(i, str(result["node"]), str(result["device"]))
@@ -146,18 +144,43 @@ class RecorderCallback(Callback):
                 log.emit(log.now(t_work_start), "resume", i, st, duration_s=overhead,
                          load_s=float(result["load_s"]), copy_s=0.0)
         st["chunk_s"] = st.get("chunk_s", 0.0) + float(result["step_s"]) + float(result["eval_s"])
+        st["chunk_eval_s"] = st.get("chunk_eval_s", 0.0) + float(result["eval_s"])
         st["iteration"] = int(result["step"])
         st["accuracy"] = float(result["accuracy"])
-        if float(result["save_s"]) > 0 or st["iteration"] >= log.stop_iterations:
-            t_chunk_end = wall - float(result["save_s"])
-            log.emit(log.now(t_chunk_end), "chunk", i, st, iterations=st["iteration"] - st["chunk_start_iter"],
-                     duration_s=st["chunk_s"])
-            if float(result["save_s"]) > 0:
-                log.emit(log.now(wall), "checkpoint", i, st, duration_s=float(result["save_s"]))
-            st["chunk_start_iter"] = st["iteration"]
-            st["chunk_s"] = 0.0
+        # A chunk ends where the trial saves (every checkpoint interval, or a pause: a class trainable
+        # saves on demand) and where it stops; the scheduler has already decided on this result.
+        if (st["iteration"] % log.interval == 0 or st.get("pause_pending") or st["iteration"] >= log.stop_iterations
+                or st["accuracy"] >= log.target):
+            self._chunk(i, st, wall)
         if st.pop("pause_pending", False):  # the scheduler decided before this callback ran
             self._end(trial, "pause")
+
+    def on_checkpoint(self, iteration: int, trials: list, trial: Any, checkpoint: Any, **info: Any) -> None:
+        """A save: every checkpoint interval, a pause, or PBT's save of a top-quantile trial."""
+        log = self.log
+        st = log.state.get(trial_index(trial))
+        if st is None:
+            return
+        try:
+            meta = json.loads((Path(str(checkpoint.path)) / "meta.json").read_text())
+        except (OSError, ValueError):  # not one of our trainable's checkpoints
+            meta = {}
+        worker = st.get("worker")
+        if worker is None:  # the save of a pause, recorded after the pause decision
+            st["worker"] = st.get("last_worker")
+        log.emit(log.now(float(meta.get("wall_time", time.time()))), "checkpoint", trial_index(trial), st,
+                 duration_s=float(meta.get("save_s", 0.0)))
+        st["worker"] = worker
+
+    def _chunk(self, i: int, st: dict[str, Any], wall: float) -> None:
+        """The iterations since the last chunk end, as one chunk ending at ``wall``."""
+        done = st["iteration"] - st.get("chunk_start_iter", st["iteration"])
+        if done > 0:
+            self.log.emit(self.log.now(wall), "chunk", i, st, iterations=done, duration_s=st.get("chunk_s", 0.0),
+                          eval_s=st.get("chunk_eval_s", 0.0))
+        st["chunk_start_iter"] = st["iteration"]
+        st["chunk_s"] = 0.0
+        st["chunk_eval_s"] = 0.0
 
     def _end(self, trial: Any, kind: str, **extra: Any) -> None:
         """The trial leaves its slot: pause, stop or failure (a stop is recorded even when paused)."""
@@ -184,12 +207,12 @@ class RecorderCallback(Callback):
 
     def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         st = self.log.state.get(trial_index(trial), {})
-        lost = st.get("iteration", 0) % self.log.interval
+        lost = st.get("iteration", 0) - st.get("chunk_start_iter", 0)  # work since its last save
         self._end(trial, "failure", reason=str(getattr(trial, "error_file", "") or "trial error"), lost_iterations=lost)
 
     def on_trial_recover(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         st = self.log.state.get(trial_index(trial), {})
-        lost = st.get("iteration", 0) % self.log.interval
+        lost = st.get("iteration", 0) - st.get("chunk_start_iter", 0)  # work since its last save
         self._end(trial, "failure", reason="trial failed; restarting from its last checkpoint", lost_iterations=lost)
 
     def pause(self, trial: Any) -> None:
@@ -223,9 +246,8 @@ class RecordingPBT(PopulationBasedTraining):
         i, d = trial_index(trial), trial_index(trial_to_clone)
         st = log.state.setdefault(i, {"iteration": 0, "accuracy": None, "started": True})
         donor_state = self._trial_state[trial_to_clone]
-        # The donor's latest checkpoint: trials checkpoint at every interval boundary.
-        last = int((donor_state.last_result or {}).get("step", 0))
-        donor_iter = last - last % log.interval
+        # The checkpoint PBT kept at the donor's last perturbation point, where last_result was set
+        donor_iter = int((donor_state.last_result or {}).get("step", 0))
         old = _hp(trial.config)
         log.emit(log.now(), "exploit", i, st, donor=d, donor_iteration=donor_iter, duration_s=0.0, load_s=0.0,
                  copy_s=0.0)

@@ -59,13 +59,16 @@ class StrategyScheduler(TrialScheduler):
         stop_iterations: a trial's iteration limit.
         target_accuracy: a trial stops on reaching it (the strategies' ``target_reached``).
         on_pause: called with a trial the scheduler pauses (the event recorder's hook).
+        checkpoint_interval: iterations between the trainable's saves (0 = ``interval``): a chunk
+            also ends at the next one, as the simulator's chunks do.
     """
 
     def __init__(self, strategy: Strategy, workers: list[WorkerSpec], step_time_s: Callable[[str, int], float],
                  kinds: dict[str, str], pbt: PopulationBasedTraining, interval: int, mode: str,
                  stop_iterations: int, target_accuracy: float = 1.0,
-                 on_pause: Callable[[Any], None] | None = None) -> None:
+                 on_pause: Callable[[Any], None] | None = None, checkpoint_interval: int = 0) -> None:
         super().__init__()
+        self.checkpoint_interval = checkpoint_interval or interval
         self.strategy = strategy
         self.pbt = pbt
         self.slots = [Slot(i, w, kinds[w.device], step_time_s(w.device, w.devices)) for i, w in enumerate(workers)]
@@ -163,7 +166,7 @@ class StrategyScheduler(TrialScheduler):
             self._end_chunk(slot, state)
             self._release(slot, state)
             return TrialScheduler.NOOP
-        if state.iteration < min(slot.chunk_start_iter + slot.chunk_len, self.stop_iterations):
+        if state.iteration < self._chunk_end(slot):
             return TrialScheduler.CONTINUE  # mid-chunk; PBT's "pause when others wait" is the strategy's call
         self._end_chunk(slot, state)
         state.status = "paused"  # runnable again, so the strategy may choose it for this worker
@@ -201,6 +204,13 @@ class StrategyScheduler(TrialScheduler):
         return None
 
     # ------------------------------------------------------------ bookkeeping
+    def _chunk_end(self, slot: Slot) -> int:
+        """Where the slot's chunk ends: the iterations asked for, capped at the next save and the limit
+        (the simulator's rule, so that both engines ask the strategy at the same points)."""
+        start = slot.chunk_start_iter or 0
+        ci = self.checkpoint_interval
+        return min(start + slot.chunk_len, start - start % ci + ci, self.stop_iterations)
+
     def _slot_of(self, trial: Trial) -> Slot | None:
         return next((s for s in self.slots if s.trial is trial), None)
 

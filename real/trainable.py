@@ -1,17 +1,26 @@
-"""The Ray Tune function trainable: a torchvision ResNet on CIFAR with SGD, one iteration = one mini-batch.
+"""The Ray Tune class trainable: a ResNet on CIFAR with SGD, one ``step()`` = one mini-batch.
 
-Reports every iteration (accuracy is the latest evaluation, refreshed at
-every checkpoint interval, where PBT looks at it), saves a checkpoint every
-``checkpoint_interval`` iterations and restores from ``tune.get_checkpoint()``,
-so an exploited trial really continues from its donor's weights and step.
-Each report also carries the timings the event recorder needs (seconds):
-step_s, eval_s, save_s, load_s, and where the trial runs (device type, node).
+A class trainable (not a function) because a strategy's chunk may end anywhere: when the
+scheduler pauses a trial, Tune calls ``save_checkpoint`` there and then, so no iteration is
+redone, as the simulator assumes (a function trainable can only hand Tune the checkpoint it
+last reported). Tune also saves every ``checkpoint_interval`` iterations (CheckpointConfig).
+Evaluation is defined once for both engines: at every multiple of ``checkpoint_interval`` and at
+a trial's last iteration, nowhere else; accuracy in between is the latest evaluation.
+
+Each result carries what the event recorder needs (seconds): step_s, eval_s, load_s (of the
+restore before this step), and where the trial runs (device type, node). A save writes
+``meta.json`` next to the weights with its own save_s, read by the recorder's on_checkpoint.
+
+A worker of several devices trains data-parallel at the experiment's global batch: on CPU
+workers torch uses all the cores Ray assigned to the trial; on a worker of several GPUs the
+model is wrapped in ``torch.nn.DataParallel`` (one process splits every batch over the trial's
+GPUs: no process group to set up inside an actor, the same loop as the CPU path).
 """
 
 from __future__ import annotations
 
+import json
 import os
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -42,6 +51,14 @@ def where_am_i(slowdowns: dict[str, float]) -> tuple[str, str, float]:
     return device, node, float(slowdowns.get(device, 1.0))
 
 
+def assigned_devices() -> tuple[int, int]:
+    """(cores, GPUs) Ray assigned to this trial's actor (cores at least 1)."""
+    import ray
+
+    res = ray.get_runtime_context().get_assigned_resources()
+    return max(1, int(res.get("CPU", 1))), int(res.get("GPU", 0))
+
+
 def _data(setup: dict[str, Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     from hetune.real.cifar import load_cifar
 
@@ -54,59 +71,72 @@ def _tensor(x: np.ndarray) -> torch.Tensor:
     return torch.as_tensor(x).permute(0, 3, 1, 2).float().div_(255.0)
 
 
-def train_trial(config: dict[str, Any]) -> None:
-    """Train one PBT trial until its iteration or accuracy limit (Ray Tune function trainable)."""
-    setup = dict(config[SETUP_KEY], trial_index=config.get("trial_index"))
-    torch.set_num_threads(max(1, int(setup.get("threads", 1))))
-    device, node, slowdown = where_am_i(setup.get("slowdowns", {}))
-    torch.manual_seed(setup["seed"])
-    xtr, ytr, xte, yte = _data(setup)
-    model = build_model(setup["model"], setup["num_classes"], setup.get("stem", "cifar"))
-    opt = torch.optim.SGD(model.parameters(), lr=config["lr"], momentum=config["momentum"])
-    loss_fn = torch.nn.CrossEntropyLoss()
-    step, accuracy, load_s = 0, 0.0, 0.0
-    ckpt = tune.get_checkpoint()
-    if ckpt is not None:
+class PBTTrainable(tune.Trainable):
+    """One PBT trial until its iteration or accuracy limit (the stopper ends it on either)."""
+
+    def setup(self, config: dict[str, Any]) -> None:
+        self.s = dict(config[SETUP_KEY], trial_index=config.get("trial_index"))
+        cores, gpus = assigned_devices()
+        # A CPU worker of k cores trains on k threads; real.threads is the floor for 1-core slots.
+        torch.set_num_threads(max(cores, int(self.s.get("threads", 1))) if gpus == 0 else 1)
+        self.device_type, self.node, self.slowdown = where_am_i(self.s.get("slowdowns", {}))
+        torch.manual_seed(self.s["seed"])
+        self.xtr, self.ytr, self.xte, self.yte = _data(self.s)
+        self.dev = torch.device("cuda" if gpus > 0 else "cpu")
+        net = build_model(self.s["model"], self.s["num_classes"], self.s.get("stem", "cifar")).to(self.dev)
+        self.net = net
+        self.model = torch.nn.DataParallel(net) if gpus > 1 else net
+        self.opt = torch.optim.SGD(net.parameters(), lr=config["lr"], momentum=config["momentum"])
+        self.loss_fn = torch.nn.CrossEntropyLoss()
+        self.n, self.accuracy, self.load_s = 0, 0.0, 0.0
+        self.rng = np.random.default_rng(self.s["seed"])
+
+    def reset_config(self, new_config: dict[str, Any]) -> bool:
+        return False  # reuse_actors is off: an exploited trial restarts, as the simulator charges
+
+    def step(self) -> dict[str, Any]:
+        s = self.s
         t0 = time.perf_counter()
-        with ckpt.as_directory() as d:
-            state = torch.load(Path(d) / "state.pt", weights_only=False)
-        model.load_state_dict(state["model"])
-        opt.load_state_dict(state["opt"])
-        step, accuracy = int(state["step"]), float(state["accuracy"])
-        load_s = time.perf_counter() - t0
-    for group in opt.param_groups:  # explore changed the config: the donor's optimizer state, our lr/momentum
-        group["lr"], group["momentum"] = config["lr"], config["momentum"]
-    batch, interval = setup["batch_size"], setup["checkpoint_interval"]
-    rng = np.random.default_rng(setup["seed"] + step)
-    while step < setup["stop_iterations"] and accuracy < setup["target_accuracy"]:
-        t0 = time.perf_counter()
-        model.train()
-        idx = rng.integers(0, len(ytr), batch)
-        x, y = _tensor(xtr[idx]), torch.as_tensor(ytr[idx]).long()
-        opt.zero_grad(set_to_none=True)
-        loss = loss_fn(model(x), y)
+        self.model.train()
+        idx = self.rng.integers(0, len(self.ytr), s["batch_size"])
+        x = _tensor(self.xtr[idx]).to(self.dev)
+        y = torch.as_tensor(self.ytr[idx]).long().to(self.dev)
+        self.opt.zero_grad(set_to_none=True)
+        loss = self.loss_fn(self.model(x), y)
         if torch.isfinite(loss):  # a diverged trial stops learning instead of crashing
             loss.backward()
-            opt.step()
-        step_s = _slow(time.perf_counter() - t0, slowdown)
-        step += 1
-        _maybe_fail(setup, step)
-        metrics = {"step": step, "loss": float(loss), "step_s": step_s, "eval_s": 0.0, "save_s": 0.0,
-                   "load_s": load_s, "device": device, "node": node}
-        load_s = 0.0
-        if step % interval == 0 or step >= setup["stop_iterations"]:
+            self.opt.step()
+        step_s = _slow(time.perf_counter() - t0, self.slowdown)
+        self.n += 1
+        _maybe_fail(s, self.n)
+        eval_s = 0.0
+        if self.n % s["checkpoint_interval"] == 0 or self.n >= s["stop_iterations"]:
             t0 = time.perf_counter()
-            accuracy = evaluate(model, xte, yte, batch)
-            metrics["eval_s"] = _slow(time.perf_counter() - t0, slowdown)
-            with tempfile.TemporaryDirectory(prefix="hetune-ckpt-") as tmp:  # Tune persists it on report
-                t0 = time.perf_counter()
-                torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step,
-                            "accuracy": accuracy}, Path(tmp) / "state.pt")
-                metrics["save_s"] = time.perf_counter() - t0
-                tune.report(dict(metrics, accuracy=accuracy, wall_time=time.time()),
-                            checkpoint=tune.Checkpoint.from_directory(tmp))
-        else:
-            tune.report(dict(metrics, accuracy=accuracy, wall_time=time.time()))
+            self.accuracy = evaluate(self.model, self.xte, self.yte, s["batch_size"], self.dev)
+            eval_s = _slow(time.perf_counter() - t0, self.slowdown)
+        out = {"step": self.n, "loss": float(loss), "accuracy": self.accuracy, "step_s": step_s, "eval_s": eval_s,
+               "load_s": self.load_s, "device": self.device_type, "node": self.node, "wall_time": time.time()}
+        self.load_s = 0.0
+        return out
+
+    def save_checkpoint(self, checkpoint_dir: str) -> None:
+        t0 = time.perf_counter()
+        torch.save({"model": self.net.state_dict(), "opt": self.opt.state_dict(), "step": self.n,
+                    "accuracy": self.accuracy}, Path(checkpoint_dir) / "state.pt")
+        save_s = time.perf_counter() - t0
+        (Path(checkpoint_dir) / "meta.json").write_text(json.dumps({"save_s": save_s, "step": self.n,
+                                                                     "wall_time": time.time()}))
+
+    def load_checkpoint(self, checkpoint_dir: str) -> None:
+        t0 = time.perf_counter()
+        state = torch.load(Path(checkpoint_dir) / "state.pt", weights_only=False, map_location=self.dev)
+        self.net.load_state_dict(state["model"])
+        self.opt.load_state_dict(state["opt"])
+        self.n, self.accuracy = int(state["step"]), float(state["accuracy"])
+        for group in self.opt.param_groups:  # explore changed the config: the donor's optimizer state, our lr/momentum
+            group["lr"], group["momentum"] = self.config["lr"], self.config["momentum"]
+        self.rng = np.random.default_rng(self.s["seed"] + self.n)
+        self.load_s = time.perf_counter() - t0
 
 
 def _maybe_fail(setup: dict[str, Any], step: int) -> None:
@@ -130,11 +160,13 @@ def _slow(seconds: float, slowdown: float) -> float:
 
 
 @torch.no_grad()
-def evaluate(model: torch.nn.Module, x: np.ndarray, y: np.ndarray, batch: int) -> float:
+def evaluate(model: torch.nn.Module, x: np.ndarray, y: np.ndarray, batch: int,
+             device: torch.device | None = None) -> float:
     """Top-1 accuracy on (x, y)."""
     model.eval()
     correct = 0
     for i in range(0, len(y), batch):
-        pred = model(_tensor(x[i:i + batch])).argmax(1)
+        xb = _tensor(x[i:i + batch])
+        pred = model(xb if device is None else xb.to(device)).argmax(1).cpu()
         correct += int((pred == torch.as_tensor(y[i:i + batch])).sum())
     return correct / max(1, len(y))

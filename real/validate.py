@@ -116,7 +116,8 @@ def run_validate(experiment: str, overrides: list[str], strategy: str, out: Path
     from hetune.real.placement import placement
     from hetune.real.recorder import EventLog, RecorderCallback, RecordingPBT
     from hetune.real.status import StatusCallback
-    from hetune.real.trainable import SETUP_KEY, train_trial
+    from hetune.real.checkpoints import PruneCheckpoints
+    from hetune.real.trainable import SETUP_KEY, PBTTrainable
 
     inputs = load_inputs(experiment, overrides)
     exp = inputs.experiment
@@ -177,13 +178,13 @@ def run_validate(experiment: str, overrides: list[str], strategy: str, out: Path
         pbt = RecordingPBT(log, recorder, record_pauses=plain, **_pbt_kwargs(exp))
         scheduler = place.wrap(pbt, interval=exp.pbt.perturbation_interval, mode=exp.pbt.mode,
                                stop_iterations=info.stop_iterations, target_accuracy=info.target_accuracy,
-                               on_pause=recorder.pause)
+                               on_pause=recorder.pause, checkpoint_interval=info.checkpoint_interval)
         if not plain:
             log.placed = scheduler.last_slot  # the recorder files each chunk under the slot it ran on
-        callbacks: list[Any] = [recorder]
+        callbacks: list[Any] = [recorder, PruneCheckpoints(pbt)]
         if not quiet:
             callbacks.append(StatusCallback(log, report_interval_s, info.batch_size))
-        trainable = tune.with_resources(train_trial, {k.lower() if k in ("CPU", "GPU") else k: v
+        trainable = tune.with_resources(PBTTrainable, {k.lower() if k in ("CPU", "GPU") else k: v
                                                       for k, v in place.resources.items()})
         name = f"{info.name}-{strategy}"
         if resume:
@@ -202,9 +203,13 @@ def run_validate(experiment: str, overrides: list[str], strategy: str, out: Path
                 run_config=tune.RunConfig(name=name, storage_path=str(storage), verbose=0,
                                           stop=_Stop(info.stop_iterations, info.target_accuracy),
                                           failure_config=tune.FailureConfig(max_failures=info.max_failures),
-                                          checkpoint_config=tune.CheckpointConfig(num_to_keep=None),
+                                          # every interval, and on every pause (a class trainable saves on
+                                          # demand); PruneCheckpoints deletes the ones nothing needs
+                                          checkpoint_config=tune.CheckpointConfig(
+                                              num_to_keep=None, checkpoint_frequency=info.checkpoint_interval),
                                           callbacks=callbacks))
-            log.t0 = time.time()
+        if not resume:
+            log.t0 = time.time()  # time 0 of the run: what start_overhead_s is measured from
         tuner.fit()
         finished = {e["trial"] for e in log.events if e["kind"] == "stop"}
         if len(finished) < info.population:

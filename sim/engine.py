@@ -4,7 +4,7 @@ Timing charged per chunk (seconds, from the calibration of the worker's device t
 
 - first start of a trial: ``start_overhead_s``;
 - resume on a worker that does not hold the trial in memory:
-  ``start_overhead_s + copy_s + load_s``, where ``copy_s = checkpoint_mb * 8 / 1000 / network_gbps``
+  ``resume_s (or start_overhead_s where not measured) + copy_s + load_s``, where ``copy_s = checkpoint_mb * 8 / 1000 / network_gbps``
   when the checkpoint lies on another node, else 0;
 - compute: ``iterations * step_time_s``, plus ``eval_s * eval_samples / 10,000`` when the chunk ends
   where the real trainable evaluates (a multiple of ``checkpoint_interval``, or the last iteration);
@@ -216,7 +216,7 @@ class Simulation(ExploitSteps):
             else:
                 assert t.ckpt is not None
                 copy_s = self._copy_s(dm, t.ckpt.node, w.node)
-                dur = dm.start_overhead_s + copy_s + dm.load_s
+                dur = dm.restart_s + copy_s + dm.load_s
                 yield self.env.timeout(dur)
                 self._emit("resume", t, w, duration_s=dur, load_s=dm.load_s, copy_s=copy_s)
             t.resident = w

@@ -54,7 +54,9 @@ class DeviceModel:
         checkpoint_mb: checkpoint size, in MB (weights + optimizer state).
         save_s: seconds to save a checkpoint.
         load_s: seconds to load a checkpoint.
-        start_overhead_s: seconds to start or resume a trial (process, model build).
+        start_overhead_s: seconds to start a trial (Tune's set-up, actor and process start, data, model build).
+        resume_s: seconds to restart a paused or exploited trial, restore excluded (actor teardown and
+            start, data, model build); 0 = not measured, ``start_overhead_s`` is charged instead.
         gradient_mb: MB of gradients all-reduced per data-parallel step (4 bytes per parameter).
         speedup: GPU types: measured strong-scaling speedup at ``speedup_batch`` by GPU count ("2", "4", ...).
         speedup_batch: the global batch the speedup was measured at, samples.
@@ -72,6 +74,7 @@ class DeviceModel:
     save_s: float = 0.0
     load_s: float = 0.0
     start_overhead_s: float = 0.0
+    resume_s: float = 0.0
     gradient_mb: float = 0.0
     speedup: dict[str, float] = field(default_factory=dict)
     speedup_batch: int = 0
@@ -82,7 +85,7 @@ class DeviceModel:
 
     def check(self) -> Iterator[tuple[str, str]]:
         for name in ("alpha_s", "beta_s_per_sample", "eval_s", "checkpoint_mb", "save_s", "load_s",
-                     "start_overhead_s", "gradient_mb"):
+                     "start_overhead_s", "resume_s", "gradient_mb"):
             if getattr(self, name) < 0:
                 yield name, f"must be >= 0, got {getattr(self, name)}"
         if self.alpha_s == 0 and self.beta_s_per_sample == 0:
@@ -114,6 +117,11 @@ class DeviceModel:
             p = self.parallel_fraction
             return (self.alpha_s + self.beta_s_per_sample * batch) * ((1.0 - p) + p * self.reference_cores / devices)
         return self.alpha_s + self.beta_s_per_sample * batch / devices + self.allreduce_s(devices, link_gbps)
+
+    @property
+    def restart_s(self) -> float:
+        """Seconds a trial's restart costs before its restore: the measured resume, else the start."""
+        return self.resume_s or self.start_overhead_s
 
     def allreduce_s(self, devices: int, link_gbps: float) -> float:
         """Seconds of communication per step on ``devices`` GPUs (0 for one), never negative."""

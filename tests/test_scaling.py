@@ -105,3 +105,38 @@ def test_the_all_reduce_is_charged_over_the_link():
     # measured 2x on 4 GPUs at batch 400: 0.2 s a step, 0.1 of it communication, whatever the link
     assert measured.step_time_s(400, 4, "gpu", 12.0) == pytest.approx(0.2)
     assert measured.step_time_s(400, 2, "gpu", 12.0) == pytest.approx(0.2 + 0.1 * (1 / 1.5))
+
+
+def test_a_measured_resume_is_charged_at_every_restart(setup):
+    """Calibrate's Tune probe measures a restart apart from a first start; the engine charges it."""
+    from conftest import FAST
+    from hetune.sim.engine import simulate
+
+    exp = setup(population=2, stop=150, interval=50, ckpt=50, models={"fast": dict(FAST, resume_s=3.0)},
+                nodes=[{"name": "n0", "device": "fast", "gpus": 1, "cpus": 8}])
+    inputs = load_inputs(exp)
+    events = simulate(inputs, inputs.make_strategy("tune-default"), 0).events
+    starts = [e["duration_s"] for e in events if e["kind"] == "trial_start"]
+    resumes = [e["duration_s"] for e in events if e["kind"] == "resume"]
+    assert starts == [FAST["start_overhead_s"]] * 2
+    assert resumes and all(d == 3.0 + FAST["load_s"] for d in resumes)
+
+
+def test_overheads_are_read_off_the_probe_timeline():
+    from hetune.calibrate.overheads import summarise
+
+    def result(step, wall, load=0.0):
+        return {"step": step, "wall_time": wall, "step_s": 0.5, "eval_s": 0.0, "load_s": load}
+
+    # fit() at 100; first work at 104.5; paused (saved) at 3 and 5, work again 2.0 and 2.4 s later
+    results = [result(1, 105.0), result(2, 105.5), result(3, 106.0), result(4, 108.6, load=0.1),
+               result(5, 109.1), result(6, 112.0, load=0.3)]
+    saves = [{"step": 3, "wall_time": 106.1, "save_s": 0.1}, {"step": 4, "wall_time": 108.7, "save_s": 0.2},
+             {"step": 5, "wall_time": 109.2, "save_s": 0.3}]
+    got = summarise(100.0, results, saves)
+    assert got["start_overhead_s"] == pytest.approx(4.5)
+    # resume = work start after the pause - the pause's save end - restore: (108.1 - 106.1 - 0.1), (111.5 - 109.2 - 0.3)
+    assert got["resume_s"] == pytest.approx((1.9 + 2.0) / 2)
+    assert got["save_s"] == pytest.approx(0.2) and got["load_s"] == pytest.approx(0.2)
+    with pytest.raises(RuntimeError, match="did not save at its pause at iteration 3"):
+        summarise(100.0, results, saves[1:])
