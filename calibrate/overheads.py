@@ -18,10 +18,13 @@ its checkpoint each time, as a paused or exploited trial does in a real run
 
 from __future__ import annotations
 
+import contextlib
+import io
+import logging
 import statistics
 import tempfile
 import time
-from typing import Any
+from typing import Any, Iterator
 
 PAUSE_AT = (3, 5)  # iterations where the probe pauses the trial (saves there: not checkpoint intervals)
 STOP = 6
@@ -84,8 +87,24 @@ def measure_overheads(model: str, num_classes: int, dataset: str, batch: int, ta
                                       stop={"training_iteration": STOP}, callbacks=[timeline],
                                       checkpoint_config=tune.CheckpointConfig(checkpoint_frequency=CHECKPOINT_INTERVAL)))
         t0 = time.time()
-        tuner.fit()
+        # Tune prints where its results are and warns about files of the run just deleted: not ours to show
+        with contextlib.redirect_stdout(io.StringIO()), _quiet("ray.tune", "ray.train"):
+            tuner.fit()
     return summarise(t0, timeline.results, timeline.saves)
+
+
+@contextlib.contextmanager
+def _quiet(*names: str) -> Iterator[None]:
+    """Raise the named loggers to ERROR for the block."""
+    loggers = [logging.getLogger(n) for n in names]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        for lg, level in zip(loggers, levels):
+            lg.setLevel(level)
 
 
 def summarise(t0: float, results: list[dict[str, Any]], saves: list[dict[str, Any]]) -> dict[str, float]:

@@ -220,6 +220,9 @@ def run_calibration(req: CalibrateRequest, report: Callable[[str], None] = print
                 "gradient_mb": 4 * res["params"] / 1e6})
             _write(req, samples, extras_raw, provenance, device_names, base)
         overheads = _measure_overheads(req, [t for t in targets if t.found], base, report)
+        if overheads:
+            provenance["overheads"] = ("start_overhead_s, resume_s, save_s, load_s: a Ray Tune probe per model and "
+                                       "device type (calibrate/overheads.py: one trial started, paused twice, resumed)")
         if progress:
             progress("done", total, total)
         data = _write(req, samples, extras_raw, provenance, device_names, base, overheads)

@@ -7,10 +7,12 @@ event logs go through the same summary code. Errors are (simulated - real) / rea
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from hetune.real.provenance import calibration_note
 from hetune.sim.engine import simulate
 from hetune.sim.errors import ConfigError
 from hetune.sim.events import read_events
@@ -63,6 +65,7 @@ def compare(run_dir: Path, overrides: list[str] | None = None) -> dict[str, Any]
     replay_events = simulate(inputs, inputs.make_strategy(strategy), seed, ReplayPopulation(real_events, str(run_dir))).events
     replay = summarize(replay_events, target, prices(inputs))
     real_spi, sim_spi = seconds_per_iteration(real_events), seconds_per_iteration(sim_events)
+    ran_on = _run_host(run_dir)
     if not real_spi:
         raise ConfigError(str(run_dir / "events.jsonl"), "", "no chunk events: the real run did not train")
     out = {
@@ -79,12 +82,24 @@ def compare(run_dir: Path, overrides: list[str] | None = None) -> dict[str, Any]
         "replay_makespan_error_pct": _err(replay["makespan_s"], real["makespan_s"]),
         "replay_time_to_target_error_pct": _err(replay["time_to_target_s"], real["time_to_target_s"]),
         "best_accuracy": {"real": real["best_accuracy"], "sim": sim["best_accuracy"]},
+        # None when the calibration was measured where the run ran; else why the errors above may not hold
+        "calibration_note": calibration_note(inputs.calibration.provenance, inputs.experiment.calibration.path,
+                                             ran_on),
     }
     # The simulated logs go beside the real one, so the fidelity figure reads files only.
     atomic_write_text(run_dir / "sim-events.jsonl", dumps(sim_events))
     atomic_write_text(run_dir / "replay-events.jsonl", dumps(replay_events))
     atomic_write_json(run_dir / "fidelity.json", out)
     return out
+
+
+def _run_host(run_dir: Path) -> dict[str, str] | None:
+    """The host and versions a validate run recorded in its summary (None for older runs: this host)."""
+    try:
+        host = json.loads((run_dir / "summary.json").read_text()).get("host")
+    except (OSError, ValueError):
+        return None
+    return host if isinstance(host, dict) and isinstance(host.get("host"), str) else None
 
 
 def format_fidelity(f: dict[str, Any]) -> str:
@@ -104,4 +119,6 @@ def format_fidelity(f: dict[str, Any]) -> str:
                  f"{pct(f['replay_time_to_target_error_pct'])}")
     lines.append(f"exploits: real {f['exploits']['real']}, sim {f['exploits']['sim']}, "
                  f"replay {f['exploits']['replay']}")
+    if f.get("calibration_note"):
+        lines.append(f"note: {f['calibration_note']}")
     return "\n".join(lines)

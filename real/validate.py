@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -112,6 +113,7 @@ def run_validate(experiment: str, overrides: list[str], strategy: str, out: Path
     from ray import tune
 
     from hetune.real.discovery import discover
+    from hetune.real.provenance import calibration_note, this_host
     from hetune.real.cifar import load_cifar, write_synthetic
     from hetune.real.placement import placement
     from hetune.real.recorder import EventLog, RecorderCallback, RecordingPBT
@@ -127,6 +129,9 @@ def run_validate(experiment: str, overrides: list[str], strategy: str, out: Path
     strategy_registry.get_class(strategy)
     seed = info.seed if seed is None else seed
     workers, step_time_s, strategy_obj = strategy_workers(inputs, strategy)
+    note = calibration_note(inputs.calibration.provenance, exp.calibration.path)
+    if note:  # the run goes ahead; its comparison with the simulator will not describe this host
+        print(f"hetune: note: {note}", file=sys.stderr)
     place = placement(strategy_obj, inputs.cluster, workers, step_time_s, plain=plain)  # refused before anything starts
     out = out.resolve()
     if exp.real.synthetic:
@@ -214,7 +219,6 @@ def run_validate(experiment: str, overrides: list[str], strategy: str, out: Path
         finished = {e["trial"] for e in log.events if e["kind"] == "stop"}
         if len(finished) < info.population:
             # Tune returns normally on Ctrl-C; the journal and Tune's state stay for --resume.
-            import sys
             print(f"hetune: validate interrupted with {len(finished)} of {info.population} trials finished; "
                   f"continue with: hetune validate {experiment} --strategy {strategy} --out {out} --resume",
                   file=sys.stderr)
@@ -224,7 +228,7 @@ def run_validate(experiment: str, overrides: list[str], strategy: str, out: Path
         if emulated is not None:
             emulated.shutdown()
     events = log.sorted_events()
-    summary = write_run(out, inputs, events, strategy, seed, extra={"kind": "real"})
+    summary = write_run(out, inputs, events, strategy, seed, extra={"kind": "real", "host": this_host()})
     (out / "events.partial.jsonl").unlink(missing_ok=True)  # complete: events.jsonl has them all
     return summary
 

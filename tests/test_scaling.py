@@ -140,3 +140,14 @@ def test_overheads_are_read_off_the_probe_timeline():
     assert got["save_s"] == pytest.approx(0.2) and got["load_s"] == pytest.approx(0.2)
     with pytest.raises(RuntimeError, match="did not save at its pause at iteration 3"):
         summarise(100.0, results, saves[1:])
+
+
+def test_a_calibration_from_another_host_or_software_is_named_in_one_line():
+    from hetune.real.provenance import calibration_note
+
+    here = {"host": "lab-1", "torch": "2.14.1", "ray": "2.60.0", "python": "3.11.7"}
+    assert calibration_note({"host": "lab-1", "torch": "2.14.1", "ray": "2.60.0"}, "cal.toml", here) is None
+    other = calibration_note({"host": "vm"}, "cal.toml", here)
+    assert other.startswith("cal.toml was measured on host 'vm', not on 'lab-1'") and "\n" not in other
+    assert "no measuring host" in calibration_note({"gpu_source": "published"}, "ref.toml", here)
+    assert "torch 2.13.0 there, 2.14.1 here" in calibration_note({"host": "lab-1", "torch": "2.13.0"}, "c", here)
