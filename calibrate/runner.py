@@ -7,6 +7,7 @@ leaves a valid file with the finished cells and ``--resume`` runs only the rest.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import platform
 import statistics
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from hetune.calibrate.build import DEFAULT_PARALLEL_FRACTION, build_file, fit_cells, holdout_errors
+from hetune.calibrate.fit import amdahl_parallel_fraction
 from hetune.real.discovery import DeviceTarget, discover, local_resources
 from hetune.real.reach import check_reachable
 from hetune.sim.cluster import ClusterConfig, load_cluster
@@ -169,9 +171,10 @@ def run_calibration(req: CalibrateRequest, report: Callable[[str], None] = print
             need = max(req.batch_sizes + req.holdout) * (req.steps + req.warmup)
             for m in req.models:
                 data_ref[m] = ray.put(load_cifar(req.data_dir, DATASET[m], "train", limit=need))
-        cells = [(t, m, b, r, b in req.holdout and b not in req.batch_sizes)
+        cells = [(t, m, b, r, b in req.holdout and b not in req.batch_sizes, t.device)
                  for t in targets for m in req.models for b in sorted(set(req.batch_sizes + req.holdout))
                  for r in range(req.repeat)]
+        cells += _scaling_cells(cluster, targets, req)
         extras_raw: dict[tuple[str, str], list[dict[str, Any]]] = {}
         provenance = {
             "source": "measured", "host": platform.node(), "date": dt.date.today().isoformat(),
@@ -182,14 +185,14 @@ def run_calibration(req: CalibrateRequest, report: Callable[[str], None] = print
             **_versions(ray)}
         device_names: dict[str, str] = {}
         total = len(cells)
-        for i, (t, model, batch, rep, heldout) in enumerate(cells):
-            desc = f"{t.device} {model} batch {batch}" + (f" repeat {rep}" if req.repeat > 1 else "")
+        for i, (t, model, batch, rep, heldout, name) in enumerate(cells):
+            desc = f"{name} {model} batch {batch}" + (f" repeat {rep}" if req.repeat > 1 else "")
             if progress:
                 progress(desc, i, total)
-            if (model, t.device, batch, rep) in done_cells:
+            if (model, name, batch, rep) in done_cells:
                 continue
             if not t.found:
-                samples.append(Sample(model, t.device, batch, ok=False, reason=t.reason, repeat=rep, heldout=heldout))
+                samples.append(Sample(model, name, batch, ok=False, reason=t.reason, repeat=rep, heldout=heldout))
                 continue
             # max_calls=1: every cell gets a fresh worker process, so start_overhead_s includes what a
             # Ray Tune trial (re)start pays: process start, torch import, model build.
@@ -201,16 +204,19 @@ def run_calibration(req: CalibrateRequest, report: Callable[[str], None] = print
                                             data_ref.get(model), rep))
             except Exception as exc:  # OOM at a large batch, a lost node: record and go on
                 reason = str(getattr(exc, "cause", None) or exc).strip().splitlines()[-1][:200]
-                samples.append(Sample(model, t.device, batch, ok=False, reason=reason, repeat=rep, heldout=heldout))
+                samples.append(Sample(model, name, batch, ok=False, reason=reason, repeat=rep, heldout=heldout))
                 report(f"warning: cell {desc} failed: {reason}")
                 _write(req, samples, extras_raw, provenance, device_names, base)
                 continue
             wall = time.perf_counter() - t0
             steps = res["step_times_s"]
             mean = statistics.fmean(steps)
-            samples.append(Sample(model, t.device, batch, round(mean, 6), True, "", rep,
+            samples.append(Sample(model, name, batch, round(mean, 6), True, "", rep,
                                   round((max(steps) - min(steps)) / mean, 4), heldout))
             device_names[t.device] = res["device_name"]
+            if name != t.device:  # a thread-scaling cell: its step time only
+                _write(req, samples, extras_raw, provenance, device_names, base)
+                continue
             # start overhead: whatever the task's wall time was beyond the measured work
             worked = sum(steps) * (1 + req.warmup / req.steps) + res["eval_s"] + res["save_s"] + res["load_s"]
             extras_raw.setdefault((model, t.device), []).append({
@@ -228,7 +234,7 @@ def run_calibration(req: CalibrateRequest, report: Callable[[str], None] = print
         data = _write(req, samples, extras_raw, provenance, device_names, base, overheads)
     finally:
         ray.shutdown()
-    fits = fit_cells(samples)
+    fits = {k: v for k, v in fit_cells(samples).items() if "@" not in k[1]}  # not the thread-scaling cells
     return {"missing": [t.device for t in missing], "fits": fits, "holdout": holdout_errors(samples, fits),
             "spread": _repeat_spread(samples), "warnings": data[1], "failed": [s for s in samples if not s.ok]}
 
@@ -241,6 +247,33 @@ def _repeat_spread(samples: list[Sample]) -> list[dict[str, Any]]:
             by.setdefault((s.model, s.device, s.batch), []).append(s.step_time_s)
     return [{"model": m, "device": d, "batch": b, "spread": (max(v) - min(v)) / statistics.median(v)}
             for (m, d, b), v in sorted(by.items()) if len(v) > 1]
+
+
+def _scaling_cells(cluster: ClusterConfig, targets: list[DeviceTarget],
+                   req: CalibrateRequest) -> list[tuple[DeviceTarget, str, int, int, bool, str]]:
+    """Cells that time a CPU type at other thread counts (1, and the most cores one of its nodes has),
+    at the largest batch: Amdahl's parallel fraction is fitted from them, never assumed, wherever a
+    strategy could give a worker more or fewer cores than the default. Sample device: "<type>@<threads>"."""
+    out = []
+    for t in targets:
+        if t.kind != "cpu":
+            continue
+        most = max(g.cpus for _, g in cluster.node_names() if g.device == t.device)
+        for n in sorted({1, most} - {t.num_cpus}):
+            out.extend((dataclasses.replace(t, num_cpus=n), m, max(req.batch_sizes), 0, False, f"{t.device}@{n}")
+                       for m in req.models)
+    return out
+
+
+def _parallel_fraction(samples: list[Sample], model: str, device: str, ref_cores: int) -> float | None:
+    """Median Amdahl parallel fraction from the "<device>@<threads>" cells against the device's own fit."""
+    fits = fit_cells(s for s in samples if s.device == device and s.model == model)
+    if (model, device) not in fits:
+        return None
+    fit = fits[(model, device)][0]
+    ps = [amdahl_parallel_fraction(fit.predict(s.batch), ref_cores, s.step_time_s, int(s.device.split("@")[1]))
+          for s in samples if s.ok and s.model == model and s.device.startswith(f"{device}@")]
+    return statistics.median(ps) if ps else None
 
 
 def _measure_overheads(req: CalibrateRequest, targets: list[DeviceTarget], base: dict[str, Any] | None,
@@ -279,9 +312,10 @@ def _write(req: CalibrateRequest, samples: list[Sample], extras_raw: dict[tuple[
         ex.update((overheads or {}).get(key, {}))  # what a Tune trial pays, measured through Tune
         if rows[0]["kind"] == "cpu":
             ex["reference_cores"] = int(rows[0]["cores"])
-            # One core count cannot give Amdahl's parallel fraction: keep a known one.
-            ex["parallel_fraction"] = base_models.get(model, {}).get(device, {}).get("parallel_fraction",
-                                                                                    DEFAULT_PARALLEL_FRACTION)
+            p = _parallel_fraction(samples, model, device, ex["reference_cores"])
+            if p is None:  # no node of this type has other core counts: no worker ever uses them
+                p = base_models.get(model, {}).get(device, {}).get("parallel_fraction", DEFAULT_PARALLEL_FRACTION)
+            ex["parallel_fraction"] = round(p, 4)
         extras[key] = ex
     prov = dict(provenance, devices={d: n for d, n in sorted(device_names.items())})
     data, warnings = build_file(samples, extras, prov, base)

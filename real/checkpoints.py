@@ -32,8 +32,16 @@ class PruneCheckpoints(Callback):
         keep = {_path(checkpoint)}
         for t in trials:
             keep.add(_path(getattr(t, "checkpoint", None)))
-        for state in getattr(self.pbt, "_trial_state", {}).values():  # no public getter in Ray 2.60
-            keep.add(_path(getattr(state, "last_checkpoint", None)))
+        for owner, state in getattr(self.pbt, "_trial_state", {}).items():  # no public getter in Ray 2.60
+            held = getattr(state, "last_checkpoint", None)
+            if hasattr(held, "resolve"):  # a save PBT scheduled: its folder is known once it is done
+                done = held.resolve(block=False)
+                if done is None:
+                    if owner is trial:
+                        return  # this trial's donor checkpoint is still being written: delete nothing now
+                    continue
+                held = done.checkpoint
+            keep.add(_path(held))
         current = Path(str(checkpoint.path))
         for old in sorted(current.parent.glob("checkpoint_*")):
             # only older ones: a newer folder may be a save still being written
@@ -43,6 +51,6 @@ class PruneCheckpoints(Callback):
 
 
 def _path(ckpt: Any) -> str:
-    """The folder of a Checkpoint; "" for None or a save still in flight (kept by not matching)."""
+    """The folder of a Checkpoint; "" for None."""
     path = getattr(ckpt, "path", None)
     return str(Path(str(path))) if path else ""

@@ -35,6 +35,23 @@ def seconds_per_iteration(events: list[dict[str, Any]]) -> dict[str, float]:
     return {d: secs[d] / its[d] for d in sorted(its) if its[d]}
 
 
+def iteration_shares(events: list[dict[str, Any]]) -> dict[str, float]:
+    """Share of all trained iterations per device type (where the strategy put the work)."""
+    per: dict[str, float] = defaultdict(float)
+    for e in events:
+        if e["kind"] == "chunk":
+            per[e["device"]] += e["iterations"]
+    total = sum(per.values()) or 1.0
+    return {d: round(v / total, 4) for d, v in sorted(per.items())}
+
+
+def decision_counts(events: list[dict[str, Any]]) -> dict[str, int]:
+    """Run and retire decisions, and restarts asked for, of a run's strategy."""
+    runs = [e for e in events if e["kind"] == "decision" and e.get("action") == "run"]
+    return {"run": len(runs), "retire": sum(e["kind"] == "decision" and e.get("action") == "retire" for e in events),
+            "restart": sum(bool(e.get("restart")) for e in runs)}
+
+
 def _err(sim: float | None, real: float | None) -> float | None:
     if sim is None or real is None or real == 0:
         return None
@@ -82,6 +99,10 @@ def compare(run_dir: Path, overrides: list[str] | None = None) -> dict[str, Any]
         "replay_makespan_error_pct": _err(replay["makespan_s"], real["makespan_s"]),
         "replay_time_to_target_error_pct": _err(replay["time_to_target_s"], real["time_to_target_s"]),
         "best_accuracy": {"real": real["best_accuracy"], "sim": sim["best_accuracy"]},
+        # Do the engines decide alike? Where the iterations ran, and what the strategy answered.
+        "iteration_share": {d: {"real": v, "sim": iteration_shares(sim_events).get(d, 0.0)}
+                            for d, v in iteration_shares(real_events).items()},
+        "decisions": {"real": decision_counts(real_events), "sim": decision_counts(sim_events)},
         # None when the calibration was measured where the run ran; else why the errors above may not hold
         "calibration_note": calibration_note(inputs.calibration.provenance, inputs.experiment.calibration.path,
                                              ran_on),
@@ -119,6 +140,11 @@ def format_fidelity(f: dict[str, Any]) -> str:
                  f"{pct(f['replay_time_to_target_error_pct'])}")
     lines.append(f"exploits: real {f['exploits']['real']}, sim {f['exploits']['sim']}, "
                  f"replay {f['exploits']['replay']}")
+    for d, v in f.get("iteration_share", {}).items():
+        lines.append(f"share of iterations on {d}: real {v['real']:.0%}, sim {v['sim']:.0%}")
+    if "decisions" in f:
+        dr, ds = f["decisions"]["real"], f["decisions"]["sim"]
+        lines.append(f"decisions: real {dr['run']} run / {dr['retire']} retire, sim {ds['run']} run / {ds['retire']} retire")
     if f.get("calibration_note"):
         lines.append(f"note: {f['calibration_note']}")
     return "\n".join(lines)

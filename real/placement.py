@@ -24,7 +24,8 @@ class Placement:
         resources: Ray resources each trial requests at start ({"CPU": 1}, {"GPU": 1}, ...); a
             StrategyScheduler replaces them before a trial first starts.
         wrap: builds the scheduler Tune runs from the PBT scheduler (and, for StrategyScheduler, its
-            other arguments: interval, mode, stop_iterations, target_accuracy, on_pause, checkpoint_interval).
+            other arguments: interval, mode, stop_iterations, target_accuracy, on_pause, checkpoint_interval,
+            on_decision).
         node_resources: node name -> custom resources it must declare (the workers' slots).
     """
 

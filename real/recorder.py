@@ -106,6 +106,17 @@ class EventLog:
             node=None if w is None else self.workers[w].node, device=None if w is None else self.workers[w].device,
             **extra))
 
+    def decision(self, worker: int, decision: Any) -> None:
+        """A strategy's Run or Retire for ``worker`` (a StrategyScheduler's on_decision)."""
+        trial = getattr(decision, "trial", None)
+        st = self.state.get(trial, {}) if trial is not None else {}
+        w = self.workers[worker]
+        run = trial is not None
+        self.add(make_event(self.now(), "decision", trial=trial, iteration=st.get("iteration", 0) if run else None,
+                            accuracy=st.get("accuracy") if run else None, worker=worker, node=w.node, device=w.device,
+                            action="run" if run else "retire", iterations=getattr(decision, "iterations", 0),
+                            restart=bool(getattr(decision, "restart", False))))
+
     def sorted_events(self) -> list[dict[str, Any]]:
         """Events in time order (the scheduler's and the callback's interleave)."""
         return sorted(self.events, key=lambda e: e["t"])

@@ -61,13 +61,17 @@ class StrategyScheduler(TrialScheduler):
         on_pause: called with a trial the scheduler pauses (the event recorder's hook).
         checkpoint_interval: iterations between the trainable's saves (0 = ``interval``): a chunk
             also ends at the next one, as the simulator's chunks do.
+        on_decision: called with (slot, decision) for every Run or Retire the strategy answers (the
+            event recorder's "decision" events, as the simulator writes them).
     """
 
     def __init__(self, strategy: Strategy, workers: list[WorkerSpec], step_time_s: Callable[[str, int], float],
                  kinds: dict[str, str], pbt: PopulationBasedTraining, interval: int, mode: str,
                  stop_iterations: int, target_accuracy: float = 1.0,
-                 on_pause: Callable[[Any], None] | None = None, checkpoint_interval: int = 0) -> None:
+                 on_pause: Callable[[Any], None] | None = None, checkpoint_interval: int = 0,
+                 on_decision: Callable[[Slot, Run | Retire], None] | None = None) -> None:
         super().__init__()
+        self.on_decision = on_decision
         self.checkpoint_interval = checkpoint_interval or interval
         self.strategy = strategy
         self.pbt = pbt
@@ -171,7 +175,7 @@ class StrategyScheduler(TrialScheduler):
         self._end_chunk(slot, state)
         state.status = "paused"  # runnable again, so the strategy may choose it for this worker
         slot.resident = state  # in memory here, as the simulator's worker holds its trial at a chunk end
-        decision = self.strategy.assign(slot, self.view)
+        decision = self._ask(slot)
         if isinstance(decision, Run) and decision.trial == state.id and not decision.restart:
             self._start_chunk(slot, trial, state, decision.iterations, state.iteration)
             return TrialScheduler.CONTINUE
@@ -190,7 +194,7 @@ class StrategyScheduler(TrialScheduler):
                 self._finish(slot.trial, None)
         for slot in self.slots:
             if slot.idle:
-                decision = self.strategy.assign(slot, self.view)
+                decision = self._ask(slot)
                 if isinstance(decision, Retire):
                     slot.retired = True
                 elif isinstance(decision, Run):
@@ -204,6 +208,13 @@ class StrategyScheduler(TrialScheduler):
         return None
 
     # ------------------------------------------------------------ bookkeeping
+    def _ask(self, slot: Slot) -> Any:
+        """The strategy's answer for ``slot``, reported to ``on_decision`` unless it is Idle."""
+        decision = self.strategy.assign(slot, self.view)
+        if self.on_decision is not None and isinstance(decision, (Run, Retire)):
+            self.on_decision(slot, decision)
+        return decision
+
     def _chunk_end(self, slot: Slot) -> int:
         """Where the slot's chunk ends: the iterations asked for, capped at the next save and the limit
         (the simulator's rule, so that both engines ask the strategy at the same points)."""

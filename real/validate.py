@@ -18,7 +18,7 @@ from typing import Any
 
 from hetune.sim import strategies as strategy_registry
 from hetune.sim.cluster import WorkerSpec
-from hetune.sim.errors import ConfigError
+from hetune.sim.errors import ConfigError, RunFailed
 from hetune.sim.loader import RunInputs, load_inputs
 from hetune.sim.pbt import sample_config
 from hetune.sim.results import write_run
@@ -147,7 +147,8 @@ def run_validate(experiment: str, overrides: list[str], strategy: str, out: Path
         raise ConfigError(str(out), "", "nothing to resume here (no events.partial.jsonl of an interrupted run)")
     out.mkdir(parents=True, exist_ok=True)
     if exp.real.synthetic:
-        write_synthetic(data, info.dataset, train=exp.real.synthetic_train, test=info.eval_samples, seed=seed)
+        write_synthetic(data, info.dataset, train=exp.real.synthetic_train, test=info.eval_samples, seed=seed,
+                        signal=exp.real.synthetic_signal)
     slots = place.node_resources
     ray, emulated = _start_ray(inputs, address, storage, exp.real.shared_storage, slots)
     try:
@@ -183,7 +184,8 @@ def run_validate(experiment: str, overrides: list[str], strategy: str, out: Path
         pbt = RecordingPBT(log, recorder, record_pauses=plain, **_pbt_kwargs(exp))
         scheduler = place.wrap(pbt, interval=exp.pbt.perturbation_interval, mode=exp.pbt.mode,
                                stop_iterations=info.stop_iterations, target_accuracy=info.target_accuracy,
-                               on_pause=recorder.pause, checkpoint_interval=info.checkpoint_interval)
+                               on_pause=recorder.pause, checkpoint_interval=info.checkpoint_interval,
+                               on_decision=lambda slot, decision: log.decision(slot.id, decision))
         if not plain:
             log.placed = scheduler.last_slot  # the recorder files each chunk under the slot it ran on
         callbacks: list[Any] = [recorder, PruneCheckpoints(pbt)]
@@ -215,7 +217,12 @@ def run_validate(experiment: str, overrides: list[str], strategy: str, out: Path
                                           callbacks=callbacks))
         if not resume:
             log.t0 = time.time()  # time 0 of the run: what start_overhead_s is measured from
-        tuner.fit()
+        grid = tuner.fit()
+        failed = [r.error for r in grid if r.error is not None]
+        if failed:  # past max_failures: the run cannot be completed as asked
+            first = str(failed[0]).strip().splitlines()[-1][:200] if str(failed[0]).strip() else type(failed[0]).__name__
+            raise RunFailed(f"{len(failed)} trial(s) failed more than experiment.max_failures "
+                            f"({info.max_failures}) times; the last error: {first}; the events so far are in {journal}")
         finished = {e["trial"] for e in log.events if e["kind"] == "stop"}
         if len(finished) < info.population:
             # Tune returns normally on Ctrl-C; the journal and Tune's state stay for --resume.

@@ -172,6 +172,8 @@ class RealConfig:
         data_dir: folder holding the CIFAR python folders ("" = use --data-dir).
         synthetic: train on a small synthetic CIFAR-format dataset with a learnable signal (smoke runs).
         synthetic_train: training images of the synthetic dataset.
+        synthetic_signal: strength of its class signal, in (0, 1] (1 = learned in a few dozen
+            iterations; smaller is harder, so that PBT has something to do).
         threads: torch CPU threads per trial.
         storage_path: Ray Tune storage ("" = <out>/tune); must be shared storage on multi-node clusters.
         shared_storage: the user asserts storage_path is visible from every node.
@@ -181,6 +183,7 @@ class RealConfig:
     data_dir: str = ""
     synthetic: bool = False
     synthetic_train: int = 2000
+    synthetic_signal: float = 1.0
     threads: int = 1
     storage_path: str = ""
     shared_storage: bool = False
@@ -191,6 +194,8 @@ class RealConfig:
             yield "threads", f"must be >= 1, got {self.threads}"
         if not 1 <= self.synthetic_train <= 50_000:  # CIFAR's training set size: written to disk before a run
             yield "synthetic_train", f"must be in [1, 50000], got {self.synthetic_train}"
+        if not 0 < self.synthetic_signal <= 1:
+            yield "synthetic_signal", f"must be in (0, 1], got {self.synthetic_signal}"
 
 
 @dataclass(frozen=True)

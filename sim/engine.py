@@ -37,7 +37,7 @@ from hetune.sim.population import Clone, PopulationModel, SurrogatePopulation
 from hetune.sim.ranking import Ranking
 from hetune.sim.runnable import RunnableIndex
 from hetune.sim.state import Checkpoint, SimResult, SimulationError, Trial, Worker
-from hetune.sim.strategies.base import IDLE, Idle, Retire, Run, Strategy
+from hetune.sim.strategies.base import IDLE, Decision, Idle, Retire, Run, Strategy
 from hetune.sim.view import EngineView
 from hetune.sim.throughput import DeviceModel
 
@@ -160,11 +160,20 @@ class Simulation(ExploitSteps):
                 continue
             del self._idle[w.id]
             w.idle = False
+            self._decided(w, decision)
             if isinstance(decision, Retire):
                 self._retire(w)
             else:
                 self._reserve(decision)
                 self.env.process(self._work(w, decision))
+
+    def _decided(self, w: Worker, decision: Decision) -> None:
+        """Record the strategy's answer for ``w`` (an Idle answer is not an event: nothing changes)."""
+        if isinstance(decision, Run):
+            self._emit("decision", self.trials[decision.trial], w, action="run", iterations=decision.iterations,
+                       restart=decision.restart)
+        elif isinstance(decision, Retire):
+            self._emit("decision", None, w, action="retire", iterations=0)
 
     def _retire(self, w: Worker) -> None:
         w.retired = True
@@ -179,6 +188,7 @@ class Simulation(ExploitSteps):
             yield from self._run_chunk(w, self.trials[decision.trial], max(1, decision.iterations), decision.restart)
             # This worker decides first (it holds its trial in memory), then idle workers get the rest.
             nxt = self.strategy.assign(w, self.view) if self.unfinished else IDLE
+            self._decided(w, nxt)
             if isinstance(nxt, Run):
                 self._reserve(nxt)
                 self._dispatch()

@@ -1,4 +1,4 @@
-"""The one error type users see for bad input."""
+"""The errors users see: bad input (exit status 2) and a run that failed (exit status 1), one line each."""
 
 from __future__ import annotations
 
@@ -22,3 +22,7 @@ class ConfigError(Exception):
         """Return the single line shown to the user."""
         parts = [self.where] + ([self.key] if self.key else []) + [self.message]
         return ": ".join(parts)
+
+
+class RunFailed(Exception):
+    """A run could not finish (e.g. a real trial failed more often than max_failures): one line, exit status 1."""

@@ -29,6 +29,8 @@ KIND_FIELDS: dict[str, tuple[str, ...]] = {
     "stop": ("reason",),
     "failure": ("reason", "lost_iterations"),
     "adapt": ("actions", "step_factor"),
+    # a strategy's answer for a free worker: "run" (trial, iterations asked, restart) or "retire"
+    "decision": ("action", "iterations"),
 }
 
 # Kinds whose duration_s is device time spent saving, loading or copying checkpoints.

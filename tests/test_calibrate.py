@@ -119,3 +119,24 @@ def test_bad_input_gets_one_clear_line(tmp_path, capsys, args, needle):
     err = capsys.readouterr().err
     assert code == 2 and needle in err and "Traceback" not in err
     assert not out.exists()
+
+
+def test_cpu_types_are_timed_at_other_thread_counts_and_amdahl_is_fitted_from_them(tmp_path):
+    """A node of 4 cores carved into 1-core workers could run a fused 4-core worker: calibrate times
+    1 and 4 threads, and the parallel fraction comes from those cells, not from an assumption."""
+    from hetune.calibrate.runner import _parallel_fraction, _scaling_cells
+    from hetune.real.discovery import DeviceTarget
+    from hetune.sim.throughput import Sample
+
+    cluster = tomllib.loads(LOCAL.read_text())
+    cluster["nodes"][0].update(cpus=4, worker_cpus=1)
+    (tmp_path / "c.toml").write_text(tomli_w.dumps(cluster))
+    targets = [DeviceTarget("cpu-fast", "cpu", {}, 0.0, 1, 1.0, True), DeviceTarget("cpu-slow", "cpu", {}, 0.0, 1, 3.0, True)]
+    req = CalibrateRequest(cluster=str(tmp_path / "c.toml"), models=["resnet18"], batch_sizes=[8, 16], steps=1, out="x")
+    cells = _scaling_cells(load_cluster(tmp_path / "c.toml"), targets, req)
+    assert [(c[0].num_cpus, c[2], c[5]) for c in cells] == [(4, 16, "cpu-fast@4")]  # cpu-slow's node has 1 core
+    # step time 1.0 s at batch 16 on 1 core; 0.4 s on 4 cores: (1 - p) + p / 4 = 0.4 -> p = 0.8
+    samples = [Sample("resnet18", "cpu-fast", 8, 0.5), Sample("resnet18", "cpu-fast", 16, 1.0),
+               Sample("resnet18", "cpu-fast@4", 16, 0.4)]
+    assert _parallel_fraction(samples, "resnet18", "cpu-fast", 1) == pytest.approx(0.8)
+    assert _parallel_fraction(samples, "resnet18", "cpu-slow", 1) is None

@@ -12,17 +12,21 @@ from hetune.sim.loader import load_inputs
 # it kept there while top-quantile, and a paused or exploited trial restarts.
 GOLDEN = [
     (0.0, "worker_added", None, 0),
+    (0.0, "decision", 0, 0),         # the strategy: run trial 0 on worker 0 for 50 iterations
     (8.0, "trial_start", 0, 0),      # start overhead 8
     (35.0, "chunk", 0, 0),           # 50 x 0.5 + evaluation 2
     (36.0, "checkpoint", 0, 0),      # save 1; alone in the ranking, so not top: keeps no checkpoint
+    (36.0, "decision", 1, 0),
     (36.0, "pause", 0, 0),           # trial 1 waits, so trial 0 yields at its perturbation point
     (44.0, "trial_start", 1, 0),
     (71.0, "chunk", 1, 0),
     (72.0, "checkpoint", 1, 0),      # bottom of 2, but the donor kept no checkpoint: no exploit
+    (72.0, "decision", 0, 0),
     (72.0, "pause", 1, 0),           # trial 0 waits
     (84.0, "resume", 0, 0),          # restart 8 + restore 4 (tie at iteration 50: lower id first)
     (111.0, "chunk", 0, 0),
     (112.0, "checkpoint", 0, 0),     # top at iteration 100: keeps this checkpoint for donors
+    (112.0, "decision", 1, 0),
     (112.0, "pause", 0, 0),
     (124.0, "resume", 1, 0),
     (151.0, "chunk", 1, 0),
@@ -30,9 +34,11 @@ GOLDEN = [
     (152.0, "exploit", 1, 0),        # no time here: the restart is charged at its next resume
     (152.0, "explore", 1, 0),
     (152.0, "pause", 1, 0),
+    (152.0, "decision", 0, 0),
     (164.0, "resume", 0, 0),
     (191.0, "chunk", 0, 0),
     (191.0, "stop", 0, 0),           # iteration 150: done, no checkpoint
+    (191.0, "decision", 1, 0),
     (203.0, "resume", 1, 0),         # restart 8 + restore 4 of the donor's checkpoint
     (230.0, "chunk", 1, 0),
     (230.0, "stop", 1, 0),

@@ -63,6 +63,10 @@ def test_compare_reports_the_makespan_error(smoke, capsys):
     # target: < 25% here; the bound is looser so a busy CI machine does not flake
     assert fid["makespan_error_pct"] is not None and abs(fid["makespan_error_pct"]) < 75
     assert set(fid["step_time_error_pct"]) == {"cpu-fast", "cpu-slow"}
+    shares = fid["iteration_share"]
+    assert set(shares) == {"cpu-fast", "cpu-slow"} and sum(v["real"] for v in shares.values()) == pytest.approx(1, abs=1e-3)
+    assert fid["decisions"]["real"]["run"] > 0 and fid["decisions"]["sim"]["run"] > 0
+    assert "share of iterations on cpu-fast" in out
 
 
 def test_rank_aware_moves_trials_between_device_types(tmp_path):
@@ -214,6 +218,10 @@ def test_every_strategy_runs_for_real_through_its_own_strategy_object(tmp_path, 
         if e["kind"] == "chunk":
             assert (e["eval_s"] > 0) == (e["iteration"] % 5 == 0 or e["iteration"] == 20), e
     assert len(list((out / "tune").rglob("checkpoint_*"))) <= 3 * 2  # only what PBT and resuming need
+    # the strategy's answers are events too, in the simulator's schema: every chunk ran on a worker
+    # the strategy gave its trial
+    runs = {(e["trial"], e["worker"]) for e in events if e["kind"] == "decision" and e["action"] == "run"}
+    assert {(e["trial"], e["worker"]) for e in events if e["kind"] == "chunk"} <= runs
 
 
 class FastestOnly(Strategy):

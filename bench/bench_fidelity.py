@@ -1,0 +1,137 @@
+"""Fidelity: the simulator against real Ray Tune runs of every strategy, calibrated in the same run
+on the same host (issue "One strategy, two engines"). Not part of the test run; it takes hours here.
+
+    python bench/bench_fidelity.py                      # everything missing: calibrate, runs, compare, table
+    python bench/bench_fidelity.py --only hrfs --seeds 0 # one part; rerun to continue
+    python bench/bench_fidelity.py --table              # the table from what is there
+
+Steps, each skipped when its output exists (so the benchmark runs in parts and resumes):
+1. ``hetune calibrate`` of configs/clusters/fidelity-local.toml (step times at the experiment's
+   batch sizes, thread scaling of the fusable node, the Ray Tune overhead probe) into
+   results/fidelity/calibration.toml, copied to configs/calibration/fidelity-local.toml, which
+   the experiment names;
+2. ``hetune validate`` of configs/experiments/fidelity-local.toml for every registered strategy
+   and for Ray Tune's own PBT (``tune-default --plain``), one run per seed, into
+   results/fidelity/runs/<strategy>-s<seed> (an interrupted run is continued with --resume);
+3. ``hetune compare`` of each run (simulated with the same calibration, seed and config);
+4. results/fidelity/table.md and table.json: per strategy, the median over seeds of real and
+   simulated makespan and time to target, their errors, and the replay error, next to the targets.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+OUT = REPO / "results" / "fidelity"
+EXPERIMENT = REPO / "configs/experiments/fidelity-local.toml"
+CLUSTER = REPO / "configs/clusters/fidelity-local.toml"
+SHIPPED_CALIBRATION = REPO / "configs/calibration/fidelity-local.toml"
+TARGETS = {"makespan": 20.0, "time_to_target": 25.0, "replay": 10.0}  # |error| in %
+
+
+def hetune(*args: str) -> None:
+    subprocess.run([sys.executable, "-m", "hetune.cli", *args], cwd=REPO, check=True)
+
+
+def configurations() -> list[tuple[str, list[str]]]:
+    """(label, validate flags) for every registered strategy and the plain Ray PBT reference."""
+    from hetune.sim.strategies import names
+
+    return [(s, ["--strategy", s]) for s in names()] + [("tune-default-plain", ["--strategy", "tune-default", "--plain"])]
+
+
+def calibrate() -> None:
+    cal = OUT / "calibration.toml"
+    if not cal.is_file():
+        OUT.mkdir(parents=True, exist_ok=True)
+        t0 = time.perf_counter()
+        hetune("calibrate", "--cluster", str(CLUSTER), "--models", "resnet18", "--batch-sizes", "4,8,16",
+               "--steps", "5", "--out", str(cal), "--quiet")
+        print(f"calibrated in {time.perf_counter() - t0:.0f} s -> {cal}", flush=True)
+    shutil.copy(cal, SHIPPED_CALIBRATION)
+
+
+def run(label: str, flags: list[str], seed: int) -> Path:
+    folder = OUT / "runs" / f"{label}-s{seed}"
+    if (folder / "summary.json").is_file():
+        return folder
+    resume = ["--resume"] if (folder / "events.partial.jsonl").is_file() else []
+    t0 = time.perf_counter()
+    hetune("validate", str(EXPERIMENT), *flags, "--seed", str(seed), "--out", str(folder), "--quiet", *resume)
+    print(f"{label} seed {seed}: real run in {time.perf_counter() - t0:.0f} s", flush=True)
+    return folder
+
+
+def compare(folder: Path) -> dict:
+    if not (folder / "fidelity.json").is_file():
+        hetune("compare", str(folder))
+    return json.loads((folder / "fidelity.json").read_text())
+
+
+def _median(values: list[float | None]) -> float | None:
+    vals = [v for v in values if v is not None]
+    return round(statistics.median(vals), 1) if vals else None
+
+
+def table(labels: list[str]) -> str:
+    rows, data = [], {}
+    for label in labels:
+        fids = [json.loads(p.read_text()) for p in sorted((OUT / "runs").glob(f"{label}-s*/fidelity.json"))]
+        fids = [f for f in fids if (f.get("strategy") == label.replace("-plain", ""))]
+        if not fids:
+            continue
+        med = {
+            "runs": len(fids),
+            "makespan_real_s": _median([f["makespan_s"]["real"] for f in fids]),
+            "makespan_sim_s": _median([f["makespan_s"]["sim"] for f in fids]),
+            "makespan_error_pct": _median([f["makespan_error_pct"] for f in fids]),
+            "ttt_real_s": _median([f["time_to_target_s"]["real"] for f in fids]),
+            "ttt_sim_s": _median([f["time_to_target_s"]["sim"] for f in fids]),
+            "ttt_error_pct": _median([f["time_to_target_error_pct"] for f in fids]),
+            "replay_error_pct": _median([f["replay_makespan_error_pct"] for f in fids]),
+            "notes": sorted({f["calibration_note"] for f in fids if f.get("calibration_note")}),
+        }
+        data[label] = med
+        rows.append(f"| {label} | {med['runs']} | {med['makespan_real_s']} | {med['makespan_sim_s']} | "
+                    f"{med['makespan_error_pct']}% | {med['ttt_real_s']} | {med['ttt_sim_s']} | {med['ttt_error_pct']}% | "
+                    f"{med['replay_error_pct']}% |")
+    head = (f"Measured on host {platform.node()!r}; medians over seeds; errors are (sim - real) / real.\n"
+            f"Targets: |makespan error| <= {TARGETS['makespan']:g}%, |time-to-target error| <= "
+            f"{TARGETS['time_to_target']:g}%, |replay error| <= {TARGETS['replay']:g}%.\n\n"
+            "| strategy | runs | makespan real s | sim s | error | time to target real s | sim s | error | replay error |\n"
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    text = head + "\n" + "\n".join(rows) + "\n"
+    (OUT / "table.md").write_text(text)
+    (OUT / "table.json").write_text(json.dumps(data, indent=1) + "\n")
+    return text
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", default="", help="comma-separated strategy labels (tune-default-plain for the reference)")
+    ap.add_argument("--seeds", default="0,1", help="comma-separated seeds (median over them)")
+    ap.add_argument("--table", action="store_true", help="only write the table from the runs there")
+    args = ap.parse_args()
+    configs = configurations()
+    if args.only:
+        wanted = set(args.only.split(","))
+        configs = [c for c in configs if c[0] in wanted]
+    if not args.table:
+        calibrate()
+        for label, flags in configs:
+            for seed in (int(s) for s in args.seeds.split(",")):
+                compare(run(label, flags, seed))
+    print(table([c[0] for c in configurations()]))
+
+
+if __name__ == "__main__":
+    main()
