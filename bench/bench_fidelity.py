@@ -8,8 +8,11 @@ on the same host (issue "One strategy, two engines"). Not part of the test run; 
 Steps, each skipped when its output exists (so the benchmark runs in parts and resumes):
 1. ``hetune calibrate`` of configs/clusters/fidelity-local.toml (step times at the experiment's
    batch sizes, thread scaling of the fusable node, the Ray Tune overhead probe) into
-   results/fidelity/calibration.toml, copied to configs/calibration/fidelity-local.toml, which
-   the experiment names;
+   results/fidelity/calibration-steps.toml, copied to configs/calibration/fidelity-local.toml,
+   which the experiment names;
+1b. one more real run that is never compared (Ray Tune's own PBT, seed CURVES_SEED) and
+   ``hetune calibrate curves`` on it: learning curves fitted from a recorded run that is not one
+   of the runs validated, into results/fidelity/calibration.toml (copied over the shipped file);
 2. ``hetune validate`` of configs/experiments/fidelity-local.toml for every registered strategy
    and for Ray Tune's own PBT (``tune-default --plain``), one run per seed, into
    results/fidelity/runs/<strategy>-s<seed> (an interrupted run is continued with --resume);
@@ -35,6 +38,7 @@ OUT = REPO / "results" / "fidelity"
 EXPERIMENT = REPO / "configs/experiments/fidelity-local.toml"
 CLUSTER = REPO / "configs/clusters/fidelity-local.toml"
 SHIPPED_CALIBRATION = REPO / "configs/calibration/fidelity-local.toml"
+CURVES_SEED = 100  # the curve-fitting run's seed: none of the compared runs uses it
 TARGETS = {"makespan": 20.0, "time_to_target": 25.0, "replay": 10.0}  # |error| in %
 
 
@@ -50,13 +54,18 @@ def configurations() -> list[tuple[str, list[str]]]:
 
 
 def calibrate() -> None:
+    steps = OUT / "calibration-steps.toml"
     cal = OUT / "calibration.toml"
-    if not cal.is_file():
+    if not steps.is_file():
         OUT.mkdir(parents=True, exist_ok=True)
         t0 = time.perf_counter()
         hetune("calibrate", "--cluster", str(CLUSTER), "--models", "resnet18", "--batch-sizes", "4,8,16",
-               "--steps", "5", "--out", str(cal), "--quiet")
-        print(f"calibrated in {time.perf_counter() - t0:.0f} s -> {cal}", flush=True)
+               "--steps", "5", "--out", str(steps), "--quiet")
+        print(f"calibrated in {time.perf_counter() - t0:.0f} s -> {steps}", flush=True)
+    if not cal.is_file():
+        shutil.copy(steps, SHIPPED_CALIBRATION)
+        folder = run("curves", ["--strategy", "tune-default", "--plain"], CURVES_SEED)
+        hetune("calibrate", "curves", str(folder), "--calibration", str(steps), "--out", str(cal))
     shutil.copy(cal, SHIPPED_CALIBRATION)
 
 
@@ -127,8 +136,8 @@ def main() -> None:
         configs = [c for c in configs if c[0] in wanted]
     if not args.table:
         calibrate()
-        for label, flags in configs:
-            for seed in (int(s) for s in args.seeds.split(",")):
+        for seed in (int(s) for s in args.seeds.split(",")):  # every strategy once before any twice
+            for label, flags in configs:
                 compare(run(label, flags, seed))
     print(table([c[0] for c in configurations()]))
 
