@@ -1,13 +1,15 @@
 """Simulator speed and memory benchmarks (not part of the test run).
 
-    python bench/bench_sim.py                 # all three
-    python bench/bench_sim.py default sweep scale
+    python bench/bench_sim.py                 # all four
+    python bench/bench_sim.py default sweep scale sensitivity
 
 default: the default experiment (20 trials x 1000 iterations on gavel-12), best of 5, one core.
 sweep:   `hetune sweep --strategies all --seeds 20 --jobs 2` on the default experiment, wall time.
 scale:   N trials x 1000 iterations on a 4,096-GPU cluster (1,024 nodes of 4 GPUs, K80/P100/V100),
          N = 100, 1,000, 10,000; each point in a fresh process, wall time and peak RSS.
-Targets (issue 2): default < 0.5 s; sweep < 60 s; 10,000 trials < 120 s and < 2 GiB.
+sensitivity: `hetune sweep --sensitivity 200 --strategies all --seeds 10 --jobs 2`, wall time.
+Targets (issue 2): default < 0.5 s; sweep < 60 s; 10,000 trials < 120 s and < 2 GiB;
+(issue "An honest simulator") sensitivity, 200 worlds x all strategies x 10 seeds, < 10 minutes.
 """
 
 from __future__ import annotations
@@ -51,6 +53,15 @@ def bench_sweep() -> float:
         return time.perf_counter() - t0
 
 
+def bench_sensitivity(worlds: int = 200, seeds: int = 10) -> float:
+    with tempfile.TemporaryDirectory() as d:
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "hetune.cli", "sweep", str(EXP), "--strategies", "all", "--seeds",
+                        str(seeds), "--sensitivity", str(worlds), "--jobs", "2", "--out", d, "--quiet"],
+                       check=True, cwd=REPO, stdout=subprocess.DEVNULL)
+        return time.perf_counter() - t0
+
+
 def scale_point(trials: int, strategy: str) -> dict:
     """One scale point, run in this process (called in a fresh subprocess)."""
     from hetune.sim.engine import simulate
@@ -87,12 +98,15 @@ def main(argv: list[str]) -> None:
     if argv[:1] == ["_point"]:
         print(json.dumps(scale_point(int(argv[1]), argv[2])))
         return
-    which = argv or ["default", "sweep", "scale"]
+    which = argv or ["default", "sweep", "scale", "sensitivity"]
     if "default" in which:
         for s, t in bench_default().items():
             print(f"default experiment, {s}: {t * 1000:.0f} ms (target < 500 ms)", flush=True)
     if "sweep" in which:
         print(f"sweep all strategies x 20 seeds, --jobs 2: {bench_sweep():.1f} s (target < 60 s)", flush=True)
+    if "sensitivity" in which:
+        print(f"sensitivity 200 worlds x all strategies x 10 seeds, --jobs 2: {bench_sensitivity():.0f} s "
+              "(target < 600 s)", flush=True)
     if "scale" in which:
         print("scale (fresh process per point):", flush=True)
         rows = bench_scale()

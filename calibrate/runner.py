@@ -19,7 +19,6 @@ from typing import Any, Callable
 from hetune.calibrate.build import DEFAULT_PARALLEL_FRACTION, build_file, fit_cells, holdout_errors
 from hetune.calibrate.fit import amdahl_parallel_fraction
 from hetune.real.discovery import DeviceTarget, discover, local_resources
-from hetune.real.reach import check_reachable
 from hetune.sim.cluster import ClusterConfig, load_cluster
 from hetune.sim.errors import ConfigError
 from hetune.sim.throughput import Sample, load_calibration
@@ -50,6 +49,9 @@ class CalibrateRequest:
         devices: only these device types ("" = all of the cluster).
         overheads: also run the Ray Tune probe of trial start, pause and resume, save and restore
             per (model, device type) (calibrate/overheads.py).
+        under_load: time every cell (and the overheads probe) while the cluster's other worker slots
+            train (calibrate/load.py): for an emulated cluster whose device types share this
+            host's cores; refused with an address.
     """
 
     cluster: str
@@ -67,6 +69,7 @@ class CalibrateRequest:
     stem: str = "cifar"
     devices: list[str] = field(default_factory=list)
     overheads: bool = True
+    under_load: bool = False
 
 
 def validate(req: CalibrateRequest) -> ClusterConfig:
@@ -87,6 +90,9 @@ def validate(req: CalibrateRequest) -> ClusterConfig:
         raise ConfigError("--repeat", "", f"must be >= 1, got {req.repeat}")
     if req.stem not in ("imagenet", "cifar"):
         raise ConfigError("--stem", "", f"must be imagenet or cifar, got {req.stem!r}")
+    if req.under_load and req.address:
+        raise ConfigError("--under-load", "", "is for an emulated cluster on this host, whose device types share "
+                          "its cores; on a Ray cluster (--address) devices do not share cores: leave it off")
     cluster = load_cluster(req.cluster)
     for d in req.devices:
         if d not in cluster.devices:
@@ -106,24 +112,16 @@ def validate(req: CalibrateRequest) -> ClusterConfig:
 
 
 def _connect(req: CalibrateRequest, cluster: ClusterConfig):
-    import logging
+    import os
 
-    import ray
+    from hetune.real.ray_init import init_ray
 
-    check_reachable(req.address)
-    try:
-        if req.address:
-            ray.init(address=req.address, log_to_driver=False, logging_level=logging.WARNING)
-        else:
-            import os
-            # "local": always a new local instance. With no address Ray joins the cluster named in
-            # /tmp/ray/ray_current_cluster, which a killed run leaves behind, and then refuses num_cpus
-            ray.init(address="local", num_cpus=os.cpu_count() or 1, resources=local_resources(cluster),
-                     include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
-    except Exception as exc:  # unreachable address, bad cluster: one line
-        raise ConfigError("--address", "", f"cannot start or reach Ray at {req.address or 'local'!r} "
-                          f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})") from None
-    return ray
+    if req.address:
+        return init_ray(req.address)
+    # "local": always a new local instance. With no address Ray joins the cluster named in
+    # /tmp/ray/ray_current_cluster, which a killed run leaves behind, and then refuses num_cpus
+    return init_ray("local", num_cpus=os.cpu_count() or 1, resources=local_resources(cluster),
+                    include_dashboard=False)
 
 
 def _probe_task(model: str, batch: int, steps: int, warmup: int, target: DeviceTarget, stem: str,
@@ -182,6 +180,8 @@ def run_calibration(req: CalibrateRequest, report: Callable[[str], None] = print
             "stem": req.stem, "steps": req.steps, "warmup": req.warmup, "repeat": req.repeat,
             "emulated": ", ".join(f"{t.device} = slowed {t.slowdown:g}x on purpose" for t in targets if t.slowdown > 1)
                         or "none",
+            "load": ("under load: every cell timed while the cluster's other worker slots trained "
+                     "(calibrate/load.py)") if req.under_load else "idle: every cell timed alone",
             **_versions(ray)}
         device_names: dict[str, str] = {}
         total = len(cells)
@@ -200,8 +200,10 @@ def run_calibration(req: CalibrateRequest, report: Callable[[str], None] = print
                                 max_retries=0, max_calls=1)(_probe_task)
             t0 = time.perf_counter()
             try:
-                res = ray.get(remote.remote(model, batch, req.steps, req.warmup, t, req.stem,
-                                            data_ref.get(model), rep))
+                with _load(req, ray, cluster, t, model, batch):
+                    t0 = time.perf_counter()  # the load's start-up is not the cell's start overhead
+                    res = ray.get(remote.remote(model, batch, req.steps, req.warmup, t, req.stem,
+                                                data_ref.get(model), rep))
             except Exception as exc:  # OOM at a large batch, a lost node: record and go on
                 reason = str(getattr(exc, "cause", None) or exc).strip().splitlines()[-1][:200]
                 samples.append(Sample(model, name, batch, ok=False, reason=reason, repeat=rep, heldout=heldout))
@@ -225,7 +227,8 @@ def run_calibration(req: CalibrateRequest, report: Callable[[str], None] = print
                 "start_overhead_s": max(0.0, wall - worked), "cores": t.num_cpus, "kind": t.kind,
                 "gradient_mb": 4 * res["params"] / 1e6})
             _write(req, samples, extras_raw, provenance, device_names, base)
-        overheads = _measure_overheads(req, [t for t in targets if t.found], base, report)
+        overheads = _measure_overheads(req, [t for t in targets if t.found], base, report,
+                                       lambda t, model, batch: _load(req, ray, cluster, t, model, batch))
         if overheads:
             provenance["overheads"] = ("start_overhead_s, resume_s, save_s, load_s: a Ray Tune probe per model and "
                                        "device type (calibrate/overheads.py: one trial started, paused twice, resumed)")
@@ -276,8 +279,20 @@ def _parallel_fraction(samples: list[Sample], model: str, device: str, ref_cores
     return statistics.median(ps) if ps else None
 
 
+def _load(req: CalibrateRequest, ray: Any, cluster: ClusterConfig, t: DeviceTarget, model: str, batch: int) -> Any:
+    """The background load of a cell (calibrate/load.py) under --under-load; else nothing."""
+    import contextlib
+
+    if not req.under_load or t.kind != "cpu":
+        return contextlib.nullcontext()
+    from hetune.calibrate.load import Load, load_slots
+
+    return Load(ray, load_slots(cluster, t.device, t.num_cpus), model, CLASSES[model], batch, req.stem)
+
+
 def _measure_overheads(req: CalibrateRequest, targets: list[DeviceTarget], base: dict[str, Any] | None,
-                       report: Callable[[str], None]) -> dict[tuple[str, str], dict[str, float]]:
+                       report: Callable[[str], None],
+                       load: Callable[[DeviceTarget, str, int], Any]) -> dict[tuple[str, str], dict[str, float]]:
     """Per (model, device type): the trial overheads of a Ray Tune probe (kept from --out on --resume)."""
     from hetune.calibrate.overheads import measure_overheads
 
@@ -291,8 +306,9 @@ def _measure_overheads(req: CalibrateRequest, targets: list[DeviceTarget], base:
                 out[(model, t.device)] = {k: row[k] for k in ("start_overhead_s", "resume_s", "save_s", "load_s")}
                 continue
             try:
-                out[(model, t.device)] = measure_overheads(model, CLASSES[model], DATASET[model], min(req.batch_sizes),
-                                                           t, req.stem)
+                with load(t, model, min(req.batch_sizes)):
+                    out[(model, t.device)] = measure_overheads(model, CLASSES[model], DATASET[model],
+                                                               min(req.batch_sizes), t, req.stem)
             except Exception as exc:  # a probe that cannot run: the row keeps the cells' estimates
                 report(f"warning: trial overheads of {model} on {t.device} not measured: "
                        f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")

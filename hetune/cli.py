@@ -9,7 +9,7 @@ from typing import Sequence
 
 from hetune import commands_adapt, commands_real, commands_sim
 from hetune.common import MissingExtra, require_torch, resolve_config, resolve_overrides
-from hetune.sim.errors import ConfigError, RunFailed
+from hetune.sim.errors import ConfigError, RunFailed, WriteFailed
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -50,6 +50,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except RunFailed as exc:
         print(f"hetune: failed: {exc}", file=sys.stderr)
+        return 1
+    except WriteFailed as exc:
+        print(f"hetune: error: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("hetune: interrupted; finished results were kept", file=sys.stderr)

@@ -23,7 +23,8 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
                            batch_sizes=args.batch_sizes, steps=args.steps, out=args.out, warmup=args.warmup,
                            repeat=args.repeat, holdout=args.holdout, merge=args.merge, resume=args.resume,
                            address=args.address, data_dir=args.data_dir, stem=args.stem,
-                           devices=[d for d in args.devices.split(",") if d], overheads=not args.skip_overheads)
+                           devices=[d for d in args.devices.split(",") if d], overheads=not args.skip_overheads,
+                           under_load=args.under_load)
     bars: list[Any] = []  # made on the first cell, so bad input prints only its error line
 
     def progress(desc: str, done: int, total: int) -> None:
@@ -143,6 +144,9 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
     p.add_argument("--data-dir", default="", help="folder with the CIFAR python folders; default: synthetic batches")
     p.add_argument("--stem", default="cifar", help="the network: cifar (3x3 stem, no pool; the default) or imagenet "
                    "(torchvision as is); an experiment uses rows of its experiment.stem only")
+    p.add_argument("--under-load", action="store_true",
+                   help="time each cell while the cluster's other worker slots train (an emulated cluster on this "
+                        "host, whose device types share its cores)")
     p.add_argument("--skip-overheads", action="store_true",
                    help="skip the Ray Tune probe of trial start, pause/resume, save and restore per device type")
     p.add_argument("--quiet", action="store_true")

@@ -63,7 +63,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from hetune.sim import strategies
     from hetune.sim.loader import load_inputs
     from hetune.sim.outdir import claim_folder
-    from hetune.sim.sweep import LocalExecutor, format_ranking, ranking, run_sweep
+    from hetune.sim.standings import format_ranking, ranking
+    from hetune.sim.sweep import LocalExecutor, run_sweep
 
     positive(args.seeds, "--seeds")
     positive(args.jobs, "--jobs")
@@ -72,24 +73,39 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         strategies.get_class(n, "--strategies")
     inputs = load_inputs(args.experiment, args.overrides)
     check_size(inputs, args.max_events)
-    out = Path(args.out or f"results/sweep-{inputs.experiment.experiment.name}")
+    if args.sensitivity < 0:
+        positive(args.sensitivity, "--sensitivity")
+    kind = "sensitivity" if args.sensitivity else "sweep"
+    out = Path(args.out or f"results/{kind}-{inputs.experiment.experiment.name}")
     claim_folder(out, resume=args.resume, force=args.force)
     if args.address:
         from hetune.real.ray_executor import RayExecutor
         executor: Any = RayExecutor(args.address)
     else:
         executor = LocalExecutor(args.jobs)
-    bar = tqdm(total=len(names) * args.seeds, desc="sweep", unit="run", file=sys.stderr, disable=args.quiet)
+    bar = tqdm(total=len(names) * args.seeds * max(1, args.sensitivity), desc=kind, unit="run", file=sys.stderr,
+               disable=args.quiet)
 
     def progress(done: int, total: int) -> None:
         bar.n = done
         bar.refresh()
 
+    if args.sensitivity:
+        from hetune.sim.sensitivity import format_robustness, run_sensitivity
+
+        _, rob = run_sensitivity(args.experiment, args.overrides, names, range(args.seeds), args.sensitivity, out,
+                                 executor, resume=args.resume, progress=progress)
+        bar.close()
+        print(format_robustness(rob, inputs.experiment.experiment.objective))
+        print(f"(results in {out}/robustness.json and sensitivity.csv)")
+        return 0
+
     rows = run_sweep(args.experiment, args.overrides, names, range(args.seeds), out, executor,
                      resume=args.resume, progress=progress)
     bar.close()
-    rank = ranking(rows)
-    print(format_ranking(rank))
+    info = inputs.experiment.experiment
+    rank = ranking(rows, objective=info.objective, budget=info.budget_mode)
+    print(format_ranking(rank, info.objective))
     print(f"best strategy: {rank[0]['strategy']}  (results in {out}/sweep.csv)")
     return 0
 
@@ -131,6 +147,9 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
     p.add_argument("--address", help="run cells as Ray tasks on this Ray cluster (auto or ray://host:port)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     add_set_option(p)
+    p.add_argument("--sensitivity", type=int, default=0, metavar="WORLDS",
+                   help="perturb the calibration and surrogate within the experiment's [sensitivity] ranges: "
+                        "WORLDS worlds x strategies x seeds, and report how often each strategy stays first")
     p.set_defaults(fn=cmd_sweep)
 
     p = sub.add_parser("plots", help="regenerate figures from result files")

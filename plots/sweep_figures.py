@@ -10,7 +10,7 @@ import numpy as np
 
 from hetune.plots.style import figure, save, styles
 from hetune.sim.summary import ttt_sort_key
-from hetune.sim.sweep import ranking
+from hetune.sim.standings import ranking
 
 
 def _by_strategy(rows: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:

@@ -73,14 +73,15 @@ def compare(run_dir: Path, overrides: list[str] | None = None) -> dict[str, Any]
     seed = int(cfg.get("experiment", {}).get("seed", 0))
     inputs = load_inputs(cfg_path, overrides)
     real_events = read_events(run_dir / "events.jsonl")
-    target = inputs.experiment.experiment.target_accuracy
-    real = summarize(real_events, target, prices(inputs))
+    info = inputs.experiment.experiment
+    target, budget = info.target_accuracy, (info.budget_s, info.budget_cost)
+    real = summarize(real_events, target, prices(inputs), *budget)
     sim_events = simulate(inputs, inputs.make_strategy(strategy), seed).events
-    sim = summarize(sim_events, target, prices(inputs))
+    sim = summarize(sim_events, target, prices(inputs), *budget)
     # Replay: the real population's accuracies and decisions, re-timed by the simulator, so the
     # error left is timing alone; the plain simulation adds population-dynamics error.
     replay_events = simulate(inputs, inputs.make_strategy(strategy), seed, ReplayPopulation(real_events, str(run_dir))).events
-    replay = summarize(replay_events, target, prices(inputs))
+    replay = summarize(replay_events, target, prices(inputs), *budget)
     real_spi, sim_spi = seconds_per_iteration(real_events), seconds_per_iteration(sim_events)
     ran_on = _run_host(run_dir)
     if not real_spi:
@@ -99,6 +100,7 @@ def compare(run_dir: Path, overrides: list[str] | None = None) -> dict[str, Any]
         "replay_makespan_error_pct": _err(replay["makespan_s"], real["makespan_s"]),
         "replay_time_to_target_error_pct": _err(replay["time_to_target_s"], real["time_to_target_s"]),
         "best_accuracy": {"real": real["best_accuracy"], "sim": sim["best_accuracy"]},
+        "best_accuracy_at_budget": {"real": real["best_accuracy_at_budget"], "sim": sim["best_accuracy_at_budget"]},
         # Do the engines decide alike? Where the iterations ran, and what the strategy answered.
         "iteration_share": {d: {"real": v, "sim": iteration_shares(sim_events).get(d, 0.0)}
                             for d, v in iteration_shares(real_events).items()},

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterator, Sequence
 
-from hetune.sim.errors import ConfigError
 from hetune.sim.sweep import Cell
 
 
@@ -16,16 +15,9 @@ class RayExecutor:
     """
 
     def __init__(self, address: str) -> None:
-        import ray
+        from hetune.real.ray_init import init_ray
 
-        from hetune.real.reach import check_reachable
-
-        check_reachable(address)
-        try:
-            ray.init(address=address, ignore_reinit_error=True, log_to_driver=False)
-        except Exception as exc:  # Ray raises several types for an unreachable cluster
-            raise ConfigError("--address", "", f"cannot connect to Ray at {address!r} ({type(exc).__name__}: {exc})") from None
-        self._ray = ray
+        self._ray = init_ray(address, ignore_reinit_error=True)
 
     def map_unordered(self, fn: Callable[[Cell], dict[str, Any]], cells: Sequence[Cell]) -> Iterator[dict[str, Any]]:
         remote = self._ray.remote(num_cpus=1)(fn)

@@ -18,6 +18,8 @@ added and starts only when the strategy places it. Usable in any Tuner::
 
 from __future__ import annotations
 
+import os
+import pickle
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -63,14 +65,19 @@ class StrategyScheduler(TrialScheduler):
             also ends at the next one, as the simulator's chunks do.
         on_decision: called with (slot, decision) for every Run or Retire the strategy answers (the
             event recorder's "decision" events, as the simulator writes them).
+        state_path: where the strategy object is pickled after every answer and chunk, so that a
+            resumed run (``Tuner.restore``, which does not save schedulers) continues with the
+            strategy's state rather than a fresh one (``restore_strategy``).
     """
 
     def __init__(self, strategy: Strategy, workers: list[WorkerSpec], step_time_s: Callable[[str, int], float],
                  kinds: dict[str, str], pbt: PopulationBasedTraining, interval: int, mode: str,
                  stop_iterations: int, target_accuracy: float = 1.0,
                  on_pause: Callable[[Any], None] | None = None, checkpoint_interval: int = 0,
-                 on_decision: Callable[[Slot, Run | Retire], None] | None = None) -> None:
+                 on_decision: Callable[[Slot, Run | Retire], None] | None = None,
+                 state_path: str | Path | None = None) -> None:
         super().__init__()
+        self.state_path = Path(state_path) if state_path else None
         self.on_decision = on_decision
         self.checkpoint_interval = checkpoint_interval or interval
         self.strategy = strategy
@@ -163,7 +170,8 @@ class StrategyScheduler(TrialScheduler):
             if slot.chunk_start_iter is None:  # restarted: from its own or (exploited) its donor's checkpoint
                 slot.chunk_start_iter = state.iteration - 1
             slot.chunk_seconds += float(result.get("step_s", 0.0)) + float(result.get("eval_s", 0.0))
-        self.pbt.on_trial_result(tune_controller, trial, result)  # may exploit: Tune then restarts the trial
+        if self.strategy.pbt:  # a baseline without PBT (random-search) never ranks, exploits or explores
+            self.pbt.on_trial_result(tune_controller, trial, result)  # may exploit: Tune then restarts the trial
         if slot is None:
             return TrialScheduler.CONTINUE
         if trial.status == Trial.PAUSED:  # exploited: it restarts from the donor's checkpoint, wherever placed
@@ -208,11 +216,30 @@ class StrategyScheduler(TrialScheduler):
         return None
 
     # ------------------------------------------------------------ bookkeeping
+    def restore_strategy(self) -> bool:
+        """Continue with the strategy object ``state_path`` holds (a resumed run); False if none."""
+        if self.state_path is None or not self.state_path.is_file():
+            return False
+        with self.state_path.open("rb") as fh:
+            strategy = pickle.load(fh)
+        if type(strategy) is not type(self.strategy):
+            return False  # another strategy's state: start fresh rather than mix them
+        self.strategy = strategy
+        return True
+
+    def _persist(self) -> None:
+        if self.state_path is not None:  # written whole, then renamed: a kill leaves the last state
+            tmp = self.state_path.with_suffix(".tmp")
+            tmp.write_bytes(pickle.dumps(self.strategy))
+            os.replace(tmp, self.state_path)
+
     def _ask(self, slot: Slot) -> Any:
         """The strategy's answer for ``slot``, reported to ``on_decision`` unless it is Idle."""
         decision = self.strategy.assign(slot, self.view)
         if self.on_decision is not None and isinstance(decision, (Run, Retire)):
             self.on_decision(slot, decision)
+        if isinstance(decision, (Run, Retire)):
+            self._persist()
         return decision
 
     def _chunk_end(self, slot: Slot) -> int:

@@ -10,12 +10,13 @@ real Ray cluster instead.
 from __future__ import annotations
 
 import json
-import logging
+import math
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
+from hetune.real.ray_init import TuneOutput
 from hetune.sim import strategies as strategy_registry
 from hetune.sim.cluster import WorkerSpec
 from hetune.sim.errors import ConfigError, RunFailed
@@ -63,13 +64,10 @@ def _check_slots(ray: Any, slots: dict[str, dict[str, float]], strategy: str) ->
 
 def _start_ray(inputs: RunInputs, address: str, storage: Path, shared: bool,
                slots: dict[str, dict[str, float]] | None = None):
-    import ray
-
-    from hetune.real.reach import check_reachable
+    from hetune.real.ray_init import init_ray
 
     if address:
-        check_reachable(address)
-        ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
+        ray = init_ray(address)
         alive = [n for n in ray.nodes() if n.get("Alive")]
         if len(alive) > 1 and not shared and "://" not in str(storage):
             ray.shutdown()
@@ -87,7 +85,7 @@ def _start_ray(inputs: RunInputs, address: str, storage: Path, shared: bool,
     for name, g in cluster.node_names():
         c.add_node(num_cpus=g.cpus, resources={f"device:{g.device}": float(g.cpu_workers()),
                                                f"hetune-node:{name}": 1.0, **(slots or {}).get(name, {})})
-    ray.init(address=c.address, log_to_driver=False, logging_level=logging.WARNING)
+    ray = init_ray(c.address)
     c.wait_for_nodes()
     return ray, c
 
@@ -176,7 +174,8 @@ def run_validate(experiment: str, overrides: list[str], strategy: str, out: Path
         journal = out / "events.partial.jsonl"
         if not resume:
             journal.unlink(missing_ok=True)
-        log = EventLog(workers, info.checkpoint_interval, info.target_accuracy, info.stop_iterations,
+        stop_accuracy = math.inf if info.budget_mode else info.target_accuracy  # budget mode: train on
+        log = EventLog(workers, info.checkpoint_interval, stop_accuracy, info.stop_iterations,
                        journal=None if resume else journal)
         if resume:
             log.resume_from(journal)
@@ -185,9 +184,12 @@ def run_validate(experiment: str, overrides: list[str], strategy: str, out: Path
         scheduler = place.wrap(pbt, interval=exp.pbt.perturbation_interval, mode=exp.pbt.mode,
                                stop_iterations=info.stop_iterations, target_accuracy=info.target_accuracy,
                                on_pause=recorder.pause, checkpoint_interval=info.checkpoint_interval,
-                               on_decision=lambda slot, decision: log.decision(slot.id, decision))
+                               on_decision=lambda slot, decision: log.decision(slot.id, decision),
+                               state_path=out / "strategy-state.pkl")
         if not plain:
             log.placed = scheduler.last_slot  # the recorder files each chunk under the slot it ran on
+            if resume:  # Tune does not save schedulers: the strategy's state comes from our own file
+                scheduler.restore_strategy()
         callbacks: list[Any] = [recorder, PruneCheckpoints(pbt)]
         if not quiet:
             callbacks.append(StatusCallback(log, report_interval_s, info.batch_size))
@@ -208,7 +210,7 @@ def run_validate(experiment: str, overrides: list[str], strategy: str, out: Path
                 tune_config=tune.TuneConfig(scheduler=scheduler, reuse_actors=False),
                 # Stopping on the final result (before PBT may pause it) saves a restart just to return.
                 run_config=tune.RunConfig(name=name, storage_path=str(storage), verbose=0,
-                                          stop=_Stop(info.stop_iterations, info.target_accuracy),
+                                          stop=_Stop(info.stop_iterations, stop_accuracy),
                                           failure_config=tune.FailureConfig(max_failures=info.max_failures),
                                           # every interval, and on every pause (a class trainable saves on
                                           # demand); PruneCheckpoints deletes the ones nothing needs
@@ -217,7 +219,8 @@ def run_validate(experiment: str, overrides: list[str], strategy: str, out: Path
                                           callbacks=callbacks))
         if not resume:
             log.t0 = time.time()  # time 0 of the run: what start_overhead_s is measured from
-        grid = tuner.fit()
+        with TuneOutput(out / "tune-output.log"):  # Tune's banner and hints stay out of the terminal
+            grid = tuner.fit()
         failed = [r.error for r in grid if r.error is not None]
         if failed:  # past max_failures: the run cannot be completed as asked
             first = str(failed[0]).strip().splitlines()[-1][:200] if str(failed[0]).strip() else type(failed[0]).__name__

@@ -126,6 +126,13 @@ class ExperimentInfo:
         eval_samples: test images evaluated at every checkpoint interval and at a trial's last
             iteration (the calibration's eval_s is for the 10,000-image CIFAR test set and is scaled to this).
         seed: default seed.
+        budget_s: wall-clock budget, seconds (0: none). With a budget (or budget_cost) the run is in
+            budget mode: trials train on to stop_iterations whatever their accuracy, and the run
+            reports the best accuracy evaluated within the budget and its anytime curve.
+        budget_cost: cost budget, dollars (0: none); see budget_s.
+        objective: what a sweep ranks strategies by: time_to_target (default; never reaching the
+            target ranks last), makespan, cost (each smallest first) or best_accuracy_at_budget
+            (largest first; needs a budget).
     """
 
     name: str
@@ -140,8 +147,17 @@ class ExperimentInfo:
     max_failures: int = 3
     eval_samples: int = 10_000
     seed: int = 0
+    budget_s: float = 0.0
+    budget_cost: float = 0.0
+    objective: Literal["time_to_target", "makespan", "cost", "best_accuracy_at_budget"] = "time_to_target"
 
     def check(self) -> Iterator[tuple[str, str]]:
+        if self.budget_s < 0:
+            yield "budget_s", f"must be >= 0 (0: no budget), got {self.budget_s}"
+        if self.budget_cost < 0:
+            yield "budget_cost", f"must be >= 0 (0: no budget), got {self.budget_cost}"
+        if self.objective == "best_accuracy_at_budget" and not self.budget_mode:
+            yield "objective", "best_accuracy_at_budget needs experiment.budget_s or experiment.budget_cost"
         if self.population < 1:
             yield "population", f"must be >= 1, got {self.population}"
         if self.batch_size < 1:
@@ -158,6 +174,11 @@ class ExperimentInfo:
             yield "seed", f"must be >= 0, got {self.seed}"
         if not 1 <= self.eval_samples <= 10_000:  # the CIFAR test set holds 10,000 images
             yield "eval_samples", f"must be in [1, 10000], got {self.eval_samples}"
+
+    @property
+    def budget_mode(self) -> bool:
+        """Whether trials train on past the target (a wall-clock or cost budget is set)."""
+        return self.budget_s > 0 or self.budget_cost > 0
 
     @property
     def num_classes(self) -> int:
@@ -199,6 +220,50 @@ class RealConfig:
 
 
 @dataclass(frozen=True)
+class SensitivityRanges:
+    """How far ``hetune sweep --sensitivity`` perturbs the model: each perturbed world draws one
+    factor per range, log-uniform in [low, high], and multiplies what the range names by it.
+
+    Args:
+        step_time: a device type's alpha and beta (drawn per device type; measured step times
+            spread some 10-20% between runs and hosts).
+        scaling: the parallel part of multi-device workers (the node's link bandwidth, measured
+            speedups above 1 and CPU parallel fractions); at most 1, never better than calibrated.
+        overheads: a device type's start, resume, save, restore and evaluation seconds (per type).
+        lr_opt: the surrogate's best effective learning rate.
+        width_decades: the surrogate's lr tolerance.
+        tau_iterations: the surrogate's learning speed.
+        noise_std: the surrogate's evaluation noise.
+        seed: seed of the worlds drawn.
+    """
+
+    step_time: tuple[float, ...] = (0.8, 1.25)
+    scaling: tuple[float, ...] = (0.6, 1.0)
+    overheads: tuple[float, ...] = (0.5, 2.0)
+    lr_opt: tuple[float, ...] = (0.5, 2.0)
+    width_decades: tuple[float, ...] = (0.67, 1.5)
+    tau_iterations: tuple[float, ...] = (0.8, 1.25)
+    noise_std: tuple[float, ...] = (0.5, 2.0)
+    seed: int = 0
+
+    RANGES = ("step_time", "scaling", "overheads", "lr_opt", "width_decades", "tau_iterations", "noise_std")
+
+    def check(self) -> Iterator[tuple[str, str]]:
+        for name in self.RANGES:
+            r = getattr(self, name)
+            if len(r) != 2:
+                yield name, f"must be [low, high], got {list(r)}"
+            elif r[0] <= 0 or r[1] <= 0:
+                yield name, f"factors must be > 0, got {list(r)}"
+            elif r[0] > r[1]:
+                yield name, f"low must be <= high, got {list(r)}"
+        if len(self.scaling) == 2 and self.scaling[1] > 1:
+            yield "scaling", f"high must be <= 1 (scaling never beats the calibration), got {self.scaling[1]}"
+        if self.seed < 0:
+            yield "seed", f"must be >= 0, got {self.seed}"
+
+
+@dataclass(frozen=True)
 class ExperimentConfig:
     """An experiment file, validated.
 
@@ -211,6 +276,7 @@ class ExperimentConfig:
         strategy: default strategy.
         strategies: per-strategy parameter tables, validated by each strategy.
         real: settings of real runs.
+        sensitivity: ranges of ``hetune sweep --sensitivity``.
     """
 
     experiment: ExperimentInfo
@@ -221,6 +287,7 @@ class ExperimentConfig:
     strategy: StrategyChoice = field(default_factory=StrategyChoice)
     strategies: dict[str, dict[str, Any]] = field(default_factory=dict)
     real: RealConfig = field(default_factory=RealConfig)
+    sensitivity: SensitivityRanges = field(default_factory=SensitivityRanges)
 
     def check(self) -> Iterator[tuple[str, str]]:
         if self.pbt.perturbation_interval % self.experiment.checkpoint_interval != 0:

@@ -250,15 +250,16 @@ class Simulation(ExploitSteps):
         reached = evaluates and t.accuracy is not None and t.accuracy >= self.info.target_accuracy
         if reached and self.time_to_target is None:
             self.time_to_target = self.env.now
-        if reached or t.iteration >= self.stop_iterations:
-            self._stop(t, w, "target_accuracy" if reached else "stop_iterations")
+        stops = reached and not self.info.budget_mode  # in budget mode trials train on to their stop iteration
+        if stops or t.iteration >= self.stop_iterations:
+            self._stop(t, w, "target_accuracy" if stops else "stop_iterations")
             return
         # Every chunk end saves: the strategy may move the trial to another worker next.
         yield self.env.timeout(dm.save_s)
         t.ckpt = Checkpoint(t.iteration, t.progress, dict(t.config), w.node, t.accuracy)
         self._emit("checkpoint", t, w, duration_s=dm.save_s)
         self._release_waiters(t)
-        if self._at_perturbation_point(t):
+        if self.strategy.pbt and self._at_perturbation_point(t):
             self._perturb(t, w)
         if t.status != "waiting":  # synch PBT's barrier, or a replayed clone waiting for its donor
             self._make_runnable(t)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 
 class ConfigError(Exception):
     """Bad input: names the file, the dotted key (when there is one) and what is wrong.
@@ -26,3 +28,11 @@ class ConfigError(Exception):
 
 class RunFailed(Exception):
     """A run could not finish (e.g. a real trial failed more often than max_failures): one line, exit status 1."""
+
+
+class WriteFailed(Exception):
+    """A result file could not be written (disk full, permission denied); the previous file, if any,
+    is intact because every write goes through a temp file and a rename."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(f"cannot write {path} ({reason}); any previous {Path(path).name} is intact")

@@ -8,6 +8,7 @@ from typing import Any
 from hetune.sim import events as ev
 from hetune.sim.loader import RunInputs
 from hetune.sim.schema import to_mapping
+from hetune.sim.anytime import anytime_curve
 from hetune.sim.summary import summarize
 from hetune.sim.tomlfile import atomic_write_json, atomic_write_text, atomic_write_toml
 
@@ -19,7 +20,8 @@ def prices(inputs: RunInputs) -> dict[str, float]:
 
 def run_summary(inputs: RunInputs, events: list[dict[str, Any]], strategy: str, seed: int) -> dict[str, Any]:
     """The metric set of one run plus what produced it."""
-    out = summarize(events, inputs.experiment.experiment.target_accuracy, prices(inputs))
+    info = inputs.experiment.experiment
+    out = summarize(events, info.target_accuracy, prices(inputs), info.budget_s, info.budget_cost)
     out.update({"strategy": strategy, "seed": seed, "experiment": inputs.experiment.experiment.name})
     return out
 
@@ -54,6 +56,7 @@ def write_run(out_dir: str | Path, inputs: RunInputs, events: list[dict[str, Any
     atomic_write_text(out / "events.jsonl", ev.dumps(events))
     summary = run_summary(inputs, events, strategy, seed)
     summary["kind"] = "sim"
+    summary["anytime"] = anytime_curve(events, prices(inputs))  # [t s, best accuracy, cost $] per improvement
     summary.update(extra or {})
     atomic_write_json(out / "summary.json", summary)
     return summary

@@ -2,6 +2,8 @@
 
 Metrics (names are also sweep.csv's columns):
     time_to_target_s     first time any trial reported accuracy >= target (null if none did)
+    best_accuracy_at_budget  best accuracy evaluated within the experiment's wall-clock and cost
+                         budget (budget mode only; null without a budget or if nothing was evaluated)
     makespan_s           time the last trial stopped
     best_accuracy        best accuracy any trial reported
     device_hours_<type>  devices x hours each worker existed, per device type
@@ -18,18 +20,23 @@ import math
 from collections import defaultdict
 from typing import Any, Iterable, Mapping
 
+from hetune.sim.anytime import anytime_curve, best_at_budget
+
 BUSY_KINDS = ("trial_start", "resume", "chunk", "checkpoint", "exploit")
 
 
 def summarize(events: Iterable[Mapping[str, Any]], target_accuracy: float,
-              prices: Mapping[str, float]) -> dict[str, Any]:
+              prices: Mapping[str, float], budget_s: float = 0.0, budget_cost: float = 0.0) -> dict[str, Any]:
     """Compute the metric set from events.
 
     Args:
         events: the event log, in time order.
         target_accuracy: accuracy that counts as reaching the target.
         prices: device type -> dollars per device-hour.
+        budget_s: wall-clock budget, seconds (0: none).
+        budget_cost: cost budget, dollars (0: none).
     """
+    events = list(events)
     ttt: float | None = None
     best = 0.0
     makespan = 0.0
@@ -80,6 +87,8 @@ def summarize(events: Iterable[Mapping[str, Any]], target_accuracy: float,
         out[f"utilization_{dev}"] = round(busy[dev] / alive[dev], 6) if alive[dev] > 0 else 0.0
         cost += hours * prices.get(dev, 0.0)
     out["cost"] = round(cost, 6)
+    out["best_accuracy_at_budget"] = (best_at_budget(anytime_curve(events, prices), budget_s, budget_cost)
+                                      if budget_s or budget_cost else None)
     return out
 
 

@@ -15,16 +15,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Protocol, Sequence
 
-import numpy as np
-
 from hetune.sim.engine import simulate
-from hetune.sim.errors import ConfigError
+from hetune.sim.errors import ConfigError, WriteFailed
 from hetune.sim.loader import load_inputs
 from hetune.sim.results import resolved_config, run_summary
-from hetune.sim.summary import ttt_sort_key
+from hetune.sim.standings import ranking
 from hetune.sim.tomlfile import atomic_write_json, atomic_write_text, atomic_write_toml, read_toml
 
-FIRST_COLUMNS = ["strategy", "seed", "time_to_target_s", "makespan_s", "best_accuracy", "cost", "exploits",
+FIRST_COLUMNS = ["strategy", "seed", "time_to_target_s", "makespan_s", "best_accuracy", "best_accuracy_at_budget",
+                 "cost", "exploits",
                  "checkpoint_overhead_s", "migration_overhead_s"]
 
 
@@ -85,13 +84,17 @@ def columns(rows: Iterable[dict[str, Any]]) -> list[str]:
     return FIRST_COLUMNS + extra
 
 
+def _row_order(r: dict[str, Any]) -> tuple:
+    return (r["strategy"], int(r.get("world") or 0), int(r["seed"]))  # world: sensitivity sweeps
+
+
 def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
     """Write sweep rows (sorted by strategy, seed) atomically; null becomes an empty cell."""
     buf = io.StringIO()
     cols = columns(rows)
     w = csv.DictWriter(buf, fieldnames=cols, extrasaction="ignore", lineterminator="\n")
     w.writeheader()
-    for r in sorted(rows, key=lambda r: (r["strategy"], int(r["seed"]))):
+    for r in sorted(rows, key=_row_order):
         w.writerow({c: ("" if r.get(c) is None else r.get(c)) for c in cols})
     atomic_write_text(path, buf.getvalue())
 
@@ -103,12 +106,18 @@ def write_parquet(path: Path, rows: list[dict[str, Any]]) -> None:
 
     import pandas as pd
 
-    frame = pd.DataFrame(sorted(rows, key=lambda r: (r["strategy"], int(r["seed"]))), columns=columns(rows))
-    fd, tmp = tempfile.mkstemp(prefix=".sweep.", suffix=".parquet", dir=path.parent)
+    frame = pd.DataFrame(sorted(rows, key=_row_order), columns=columns(rows))
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".sweep.", suffix=".parquet", dir=path.parent)
+    except OSError as exc:
+        raise WriteFailed(str(path), exc.strerror or str(exc)) from None
     os.close(fd)
     try:
         frame.to_parquet(tmp, index=False)
         os.replace(tmp, path)
+    except OSError as exc:  # disk full, permission denied: the old file is untouched
+        Path(tmp).unlink(missing_ok=True)
+        raise WriteFailed(str(path), exc.strerror or str(exc)) from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
@@ -129,77 +138,11 @@ def read_csv(path: Path) -> list[dict[str, Any]]:
                     parsed[k] = None
                 else:
                     try:
-                        parsed[k] = int(v) if k in ("seed", "exploits") else float(v)
+                        parsed[k] = int(v) if k in ("seed", "exploits", "world") else float(v)
                     except ValueError:
                         raise ConfigError(f"{path}:{n}", k, f"not a number: {v!r}") from None
             out.append(parsed)
     return out
-
-
-def _interval(values: Sequence[float]) -> tuple[float, float, float]:
-    # "lower"/"higher" never interpolate, so runs that never reached the target (inf) stay inf.
-    arr = np.asarray(values, dtype=float)
-    return (float(np.median(arr)), float(np.percentile(arr, 2.5, method="lower")),
-            float(np.percentile(arr, 97.5, method="higher")))
-
-
-def ranking(rows: list[dict[str, Any]], baseline: str = "tune-default") -> list[dict[str, Any]]:
-    """Per strategy: median and 95% interval of time to target and makespan, speedup over baseline.
-
-    Runs that never reached the target count as infinitely slow. The speedup is
-    the ratio of medians; its interval comes from the per-seed ratios (the same
-    seed gives every strategy the same initial population, so seeds pair up).
-    Strategies are sorted best first: median time to target, then median makespan.
-
-    Args:
-        rows: sweep rows.
-        baseline: strategy the speedups are relative to.
-    """
-    by: dict[str, dict[int, dict[str, Any]]] = {}
-    for r in rows:
-        by.setdefault(r["strategy"], {})[int(r["seed"])] = r
-    out = []
-    base = by.get(baseline, {})
-    for name, seeds in by.items():
-        ttt = [ttt_sort_key(r["time_to_target_s"]) for r in seeds.values()]
-        mk = [float(r["makespan_s"]) for r in seeds.values()]
-        t_med, t_lo, t_hi = _interval(ttt)
-        m_med, m_lo, m_hi = _interval(mk)
-        entry: dict[str, Any] = {"strategy": name, "runs": len(seeds),
-                                 "reached_target": sum(1 for r in seeds.values() if r["time_to_target_s"] is not None),
-                                 "ttt_median_s": t_med, "ttt_lo_s": t_lo, "ttt_hi_s": t_hi,
-                                 "makespan_median_s": m_med, "makespan_lo_s": m_lo, "makespan_hi_s": m_hi,
-                                 "cost_median": float(np.median([float(r["cost"]) for r in seeds.values()]))}
-        if base:
-            b_med = float(np.median([ttt_sort_key(r["time_to_target_s"]) for r in base.values()]))
-            ratios = [ttt_sort_key(base[s]["time_to_target_s"]) / ttt_sort_key(r["time_to_target_s"])
-                      for s, r in seeds.items() if s in base and math.isfinite(ttt_sort_key(r["time_to_target_s"]))
-                      and math.isfinite(ttt_sort_key(base[s]["time_to_target_s"]))]
-            entry["speedup"] = b_med / t_med if math.isfinite(t_med) and math.isfinite(b_med) else None
-            if ratios:
-                entry["speedup_lo"] = float(np.percentile(ratios, 2.5))
-                entry["speedup_hi"] = float(np.percentile(ratios, 97.5))
-        out.append(entry)
-    out.sort(key=lambda e: (e["ttt_median_s"], e["makespan_median_s"], e["strategy"]))
-    return out
-
-
-def format_ranking(rank: list[dict[str, Any]]) -> str:
-    """The ranking as a plain-text table."""
-    def s(v: float) -> str:
-        return "never" if not math.isfinite(v) else f"{v:,.0f}"
-    head = f"{'strategy':<26}{'runs':>5}{'hit':>5}  {'time to target s (95%)':<28}{'makespan s (95%)':<26}{'speedup (95%)':<20}"
-    lines = [head, "-" * len(head)]
-    for e in rank:
-        sp = e.get("speedup")
-        sp_txt = "-" if sp is None else f"{sp:.2f}x"
-        if "speedup_lo" in e:
-            sp_txt += f" ({e['speedup_lo']:.2f}-{e['speedup_hi']:.2f})"
-        lines.append(f"{e['strategy']:<26}{e['runs']:>5}{e['reached_target']:>5}  "
-                     f"{s(e['ttt_median_s']) + ' (' + s(e['ttt_lo_s']) + '-' + s(e['ttt_hi_s']) + ')':<28}"
-                     f"{s(e['makespan_median_s']) + ' (' + s(e['makespan_lo_s']) + '-' + s(e['makespan_hi_s']) + ')':<26}"
-                     f"{sp_txt:<20}")
-    return "\n".join(lines)
 
 
 def run_sweep(experiment: str, overrides: list[str], strategies: list[str], seeds: Sequence[int], out_dir: Path,
@@ -244,8 +187,9 @@ def run_sweep(experiment: str, overrides: list[str], strategies: list[str], seed
             progress(len(rows), total)
     write_csv(csv_path, rows)
     write_parquet(out_dir / "sweep.parquet", rows)
-    rank = ranking(rows)
-    atomic_write_json(out_dir / "ranking.json", {"experiment": inputs.experiment.experiment.name,
+    info = inputs.experiment.experiment
+    rank = ranking(rows, objective=info.objective, budget=info.budget_mode)
+    atomic_write_json(out_dir / "ranking.json", {"experiment": info.name, "objective": info.objective,
                                                  "best": rank[0]["strategy"] if rank else None,
                                                  "strategies": _json_safe(rank)})
     return rows

@@ -12,7 +12,7 @@ from typing import Any
 
 import tomli_w
 
-from hetune.sim.errors import ConfigError
+from hetune.sim.errors import ConfigError, WriteFailed
 
 
 def read_toml(path: str | Path) -> dict[str, Any]:
@@ -97,7 +97,10 @@ def atomic_write_text(path: str | Path, text: str) -> None:
         text: the full contents.
     """
     p = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
+    except OSError as exc:
+        raise WriteFailed(str(p), exc.strerror or str(exc)) from None
     try:
         # mkstemp creates the file 0600; give it the mode a plain open() would
         os.fchmod(fd, _FILE_MODE)
@@ -106,6 +109,9 @@ def atomic_write_text(path: str | Path, text: str) -> None:
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, p)
+    except OSError as exc:  # disk full, permission denied: the old file is untouched
+        Path(tmp).unlink(missing_ok=True)
+        raise WriteFailed(str(p), exc.strerror or str(exc)) from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

@@ -112,6 +112,7 @@ def test_resume_skips_finished_cells(probed):
     (["--data-dir", "/nonexistent/cifar"], "no cifar10 python folder at /nonexistent/cifar/cifar-10-batches-py"),
     (["--address", "127.0.0.1:9"], "--address: cannot reach Ray at '127.0.0.1:9'"),
     (["--cluster", "/nonexistent.toml"], "/nonexistent.toml: file not found"),
+    (["--under-load", "--address", "auto"], "--under-load: is for an emulated cluster on this host"),
 ])
 def test_bad_input_gets_one_clear_line(tmp_path, capsys, args, needle):
     out = tmp_path / "cal.toml"
@@ -140,3 +141,16 @@ def test_cpu_types_are_timed_at_other_thread_counts_and_amdahl_is_fitted_from_th
                Sample("resnet18", "cpu-fast@4", 16, 0.4)]
     assert _parallel_fraction(samples, "resnet18", "cpu-fast", 1) == pytest.approx(0.8)
     assert _parallel_fraction(samples, "resnet18", "cpu-slow", 1) is None
+
+
+def test_under_load_the_other_slots_of_the_emulated_cluster_train():
+    """calibrate --under-load: a cell is timed while every slot it leaves free runs a load task."""
+    from hetune.calibrate.load import load_slots
+    from hetune.sim.cluster import load_cluster
+
+    cluster = load_cluster(REPO / "configs/clusters/fidelity-local.toml")
+    # one 1-core cpu-fast cell: the other fast core and both slow cores train
+    assert sorted(load_slots(cluster, "cpu-fast", 1)) == [("cpu-fast", 1, 2.0), ("cpu-slow", 1, 6.0), ("cpu-slow", 1, 6.0)]
+    # the fused 2-core cell of the fast node leaves the slow node's two workers
+    assert load_slots(cluster, "cpu-fast", 2) == [("cpu-slow", 1, 6.0), ("cpu-slow", 1, 6.0)]
+    assert sorted(load_slots(cluster, "cpu-slow", 2)) == [("cpu-fast", 1, 2.0), ("cpu-fast", 1, 2.0)]

@@ -74,7 +74,7 @@ def test_sweep_ranks_resumes_and_skips_finished_cells(tmp_path, capsys, default_
 
 
 def test_never_reaching_the_target_ranks_last():
-    from hetune.sim.sweep import ranking
+    from hetune.sim.standings import ranking
     rows = [{"strategy": "a", "seed": 0, "time_to_target_s": None, "makespan_s": 10.0, "cost": 1.0},
             {"strategy": "b", "seed": 0, "time_to_target_s": 9999.0, "makespan_s": 20000.0, "cost": 1.0}]
     assert [e["strategy"] for e in ranking(rows)] == ["b", "a"]
@@ -98,6 +98,10 @@ def _bad(tmp_path: Path, text: str) -> Path:
     (["experiment.model=\"vgg\""], "models.vgg: no calibration for model 'vgg'"),
     (["pbt.perturbation_interval=30"], "pbt.perturbation_interval: must be a multiple"),
     (["novalue"], "expected dotted.key=value"),
+    (["experiment.budget_s=-5"], "experiment.budget_s: must be >= 0"),
+    (["experiment.budget_cost=-1.0"], "experiment.budget_cost: must be >= 0"),
+    (["experiment.objective=\"best_accuracy_at_budget\""], "experiment.objective: best_accuracy_at_budget needs"),
+    (["experiment.objective=\"speed\""], "experiment.objective:"),
 ])
 def test_bad_config_gets_one_line_and_exit_2(tmp_path, capsys, default_experiment, overrides, needle):
     args = ["simulate", default_experiment, "--out", tmp_path / "out"]

@@ -161,3 +161,41 @@ def test_a_trial_that_failed_for_good_frees_its_worker():
     first.status = Trial.ERROR  # no retries left: Tune stops it
     nxt = sched.choose_trial_to_run(ctl)
     assert nxt is trials[1] and sched.trials[0].status == "stopped"
+
+
+def test_the_strategy_state_survives_a_restart_of_the_driver(tmp_path):
+    """Tune.restore does not save schedulers: the strategy is pickled beside the run and restored."""
+    strategy = FastestOnly()
+    trials = [FakeTrial(i) for i in range(2)]
+    sched = StrategyScheduler(strategy, WORKERS, lambda d, k: STEP[d], {"slow": "cpu", "fast": "cpu"}, PassivePBT(),
+                              interval=5, mode="max", stop_iterations=10, state_path=tmp_path / "state.pkl")
+    ctl = FakeController(trials)
+    for t in trials:
+        sched.on_trial_add(ctl, t)
+    chosen = sched.choose_trial_to_run(ctl)
+    chosen.status = Trial.RUNNING
+    for i in range(1, 6):
+        report(sched, ctl, chosen, i)
+    assert strategy.chunks == [(1, 0, 5)]
+    # a new driver: a fresh strategy object, then the state of the one before it
+    again = StrategyScheduler(FastestOnly(), WORKERS, lambda d, k: STEP[d], {"slow": "cpu", "fast": "cpu"},
+                              PassivePBT(), interval=5, mode="max", stop_iterations=10,
+                              state_path=tmp_path / "state.pkl")
+    assert again.strategy.chunks == [] and again.restore_strategy()
+    assert again.strategy.chunks == [(1, 0, 5)]
+
+
+def test_every_registered_strategy_pickles_mid_run():
+    from conftest import REPO
+    import pickle
+
+    from hetune.sim.engine import simulate
+    from hetune.sim.loader import load_inputs
+    from hetune.sim.strategies import names
+
+    inputs = load_inputs(REPO / "configs/experiments/pbt-resnet18-cifar10.toml")
+    for name in names():
+        strategy = inputs.make_strategy(name)
+        simulate(inputs, strategy, 0)
+        copy = pickle.loads(pickle.dumps(strategy))
+        assert type(copy) is type(strategy) and vars(copy).keys() == vars(strategy).keys()

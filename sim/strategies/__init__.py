@@ -49,4 +49,5 @@ def create(name: str, params: Any) -> Strategy:
 
 
 # Importing the modules registers them.
-from hetune.sim.strategies import hrfs, leader_fusion, rank_aware, throughput_proportional, tune_default  # noqa: E402,F401
+from hetune.sim.strategies import (  # noqa: E402,F401
+    hrfs, leader_fusion, random_search, rank_aware, throughput_proportional, tune_default)

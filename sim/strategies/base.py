@@ -125,6 +125,8 @@ class Strategy:
     # True where Ray Tune's own PBT scheduling is this strategy, so that a real run without the
     # strategy adapter (validate --plain) is its reference
     ray_native: ClassVar[bool] = False
+    # False for a baseline without PBT: neither engine ranks, exploits or explores its trials
+    pbt: ClassVar[bool] = True
 
     def __init__(self, params: Any = None) -> None:
         self.params = params

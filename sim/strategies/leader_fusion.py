@@ -41,10 +41,14 @@ class LeaderFusionParams:
         fuse: fuse the fastest node's devices into one worker (false: its fastest single worker leads).
         weak_ability: workers this many times slower than the fastest are retired once the
             target is reached.
+        fair_start: the leader's worker runs the least-progressed trials until every trial has
+            reached its first perturbation point, so the leader is chosen among trials compared
+            at the same iteration rather than by a head start.
     """
 
     fuse: bool = True
     weak_ability: float = 3.0
+    fair_start: bool = False
 
     def check(self) -> Iterator[tuple[str, str]]:
         if self.weak_ability <= 1:
@@ -86,6 +90,9 @@ class LeaderFusion(Strategy):
             self._leader_worker = lead.id
             self._base_step = min(w.step_time_s for w in view.workers if w.id != lead.id) if len(view.workers) > 1 else lead.step_time_s
         if worker.id == self._leader_worker:
+            first = view.peek(Ordering.LEAST_PROGRESSED)
+            if self.params.fair_start and first is not None and first.iteration < view.interval:
+                return Run(first.id, view.interval - first.iteration)
             t = view.peek(Ordering.BEST_RANKED)
             return IDLE if t is None else Run(t.id, view.interval)
         assert self._base_step is not None

@@ -1,0 +1,99 @@
+"""Start or join Ray the same way in every subcommand: Ray's log lines out of the user's terminal,
+token authentication found as ``ray start --head`` sets it up, and a failure in one line.
+
+Ray 2.60 clusters started with ``ray start --head`` use token authentication, but ``ray.init``
+turns it on for a client only when the address is "auto"; with an explicit address a client
+without ``RAY_AUTH_MODE=token`` fails with a misleading "cannot connect". So, as Ray does for
+"auto": when the mode is unset and a token is available (``RAY_AUTH_TOKEN``,
+``RAY_AUTH_TOKEN_PATH`` or ``~/.ray/auth_token``), token mode is turned on for this process.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+from hetune.real.reach import check_reachable
+from hetune.sim.errors import ConfigError
+
+AUTH_HINT = ("if the cluster uses token authentication (the default of `ray start --head` in Ray 2.60), copy "
+             "its token (`ray get-auth-token` on the head node) to ~/.ray/auth_token or RAY_AUTH_TOKEN")
+
+
+def token_available() -> bool:
+    """Whether a Ray authentication token is available to this user (env or file)."""
+    if os.environ.get("RAY_AUTH_TOKEN"):
+        return True
+    path = os.environ.get("RAY_AUTH_TOKEN_PATH") or str(Path.home() / ".ray" / "auth_token")
+    try:
+        return bool(Path(path).read_text().strip())
+    except OSError:
+        return False
+
+
+def use_token_auth_if_available(address: str) -> bool:
+    """Turn token authentication on for a client of ``address`` when the mode is unset and a token
+    is available; returns whether token mode is on."""
+    mode = os.environ.get("RAY_AUTH_MODE")
+    if mode is not None:  # set by the user: respected
+        return mode.lower() == "token"
+    if address in ("", "local") or not token_available():
+        return False
+    os.environ["RAY_AUTH_MODE"] = "token"
+    return True
+
+
+def init_ray(address: str = "", **kwargs: Any):
+    """``ray.init`` with Ray's own logging kept to errors; returns the ray module.
+
+    Args:
+        address: "" or "local" for a new local instance, "auto", "host:port" or "ray://host:port".
+        kwargs: more ``ray.init`` arguments (num_cpus, resources, ...).
+
+    Raises:
+        ConfigError: in one line, naming what was tried (and authentication when it may be that).
+    """
+    import ray
+
+    check_reachable(address)
+    token = use_token_auth_if_available(address)
+    try:
+        ray.init(address=address or None, log_to_driver=False, logging_level=logging.ERROR, **kwargs)
+    except Exception as exc:  # Ray raises several types for an unreachable or refusing cluster
+        text = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
+        auth = "" if token else f"; {AUTH_HINT}"
+        if "authentication" in str(exc).lower():
+            auth = f"; authentication failed: {AUTH_HINT}"
+        raise ConfigError("--address", "", f"cannot start or reach Ray at {address or 'local'!r} "
+                          f"({type(exc).__name__}: {text}){auth}") from None
+    return ray
+
+
+class TuneOutput:
+    """Context: what Ray Tune prints on the driver (its experiment banner, results path and
+    TensorBoard hint, which it prints whatever the verbosity) goes to ``log_path`` instead of the
+    terminal; hetune's own status lines go to stderr and stay.
+
+    Args:
+        log_path: file that receives Tune's stdout (appended to, so a resumed run keeps both parts).
+    """
+
+    def __init__(self, log_path: Path) -> None:
+        self.log_path = log_path
+
+    def __enter__(self) -> "TuneOutput":
+        import contextlib
+        import warnings
+
+        self._stack = contextlib.ExitStack()
+        fh = self._stack.enter_context(self.log_path.open("a"))
+        self._stack.enter_context(contextlib.redirect_stdout(fh))
+        self._stack.enter_context(warnings.catch_warnings())
+        # reuse_actors stays off on purpose: an exploited trial restarts, as the simulator charges
+        warnings.filterwarnings("ignore", message="Consider boosting PBT performance")
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stack.close()
