@@ -48,11 +48,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except MissingExtra as exc:
         print(f"hetune: error: {exc}", file=sys.stderr)
         return 2
-    except RunFailed as exc:
-        print(f"hetune: failed: {exc}", file=sys.stderr)
-        return 1
-    except WriteFailed as exc:
-        print(f"hetune: error: {exc}", file=sys.stderr)
+    except (RunFailed, WriteFailed) as exc:  # not bad input: the run or a write could not finish
+        print(f"hetune: {'failed' if isinstance(exc, RunFailed) else 'error'}: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("hetune: interrupted; finished results were kept", file=sys.stderr)
