@@ -45,11 +45,14 @@ def use_token_auth_if_available(address: str) -> bool:
     return True
 
 
-def init_ray(address: str = "", **kwargs: Any):
+def init_ray(address: str = "", own: bool = False, **kwargs: Any):
     """``ray.init`` with Ray's own logging kept to errors; returns the ray module.
 
     Args:
         address: "" or "local" for a new local instance, "auto", "host:port" or "ray://host:port".
+        own: the cluster at ``address`` was started by this process (the emulated one-host
+            cluster), with the authentication mode of this process's environment: a token file
+            left by another cluster must not switch its client to token mode.
         kwargs: more ``ray.init`` arguments (num_cpus, resources, ...).
 
     Raises:
@@ -58,7 +61,7 @@ def init_ray(address: str = "", **kwargs: Any):
     import ray
 
     check_reachable(address)
-    token = use_token_auth_if_available(address)
+    token = use_token_auth_if_available("" if own else address)
     try:
         ray.init(address=address or None, log_to_driver=False, logging_level=logging.ERROR, **kwargs)
     except Exception as exc:  # Ray raises several types for an unreachable or refusing cluster

@@ -78,6 +78,7 @@ class StrategyScheduler(TrialScheduler):
                  state_path: str | Path | None = None) -> None:
         super().__init__()
         self.state_path = Path(state_path) if state_path else None
+        self._pbt_saved: dict[int, dict[str, Any]] = {}  # PBT state per trial index, from restore_strategy
         self.on_decision = on_decision
         self.checkpoint_interval = checkpoint_interval or interval
         self.strategy = strategy
@@ -133,6 +134,12 @@ class StrategyScheduler(TrialScheduler):
     def on_trial_add(self, tune_controller: Any, trial: Trial) -> None:
         self.pbt.on_trial_add(tune_controller, trial)
         i = trial_index(trial)
+        saved = self._pbt_saved.pop(i, None)
+        if saved is not None and trial in getattr(self.pbt, "_trial_state", {}):
+            st = self.pbt._trial_state[trial]  # a resumed run: PBT goes on from its last perturbation
+            for key, value in saved.items():
+                if value is not None:
+                    setattr(st, key, value)
         if i in self.trials and self.trials[i].status == "running":
             return  # re-added after a failure: it restarts on its own slot from its checkpoint
         state = self.trials.setdefault(i, TrialState(i))
@@ -221,16 +228,33 @@ class StrategyScheduler(TrialScheduler):
         if self.state_path is None or not self.state_path.is_file():
             return False
         with self.state_path.open("rb") as fh:
-            strategy = pickle.load(fh)
+            saved = pickle.load(fh)
+        strategy = saved.get("strategy") if isinstance(saved, dict) else saved
         if type(strategy) is not type(self.strategy):
             return False  # another strategy's state: start fresh rather than mix them
         self.strategy = strategy
+        self._pbt_saved = saved.get("pbt", {}) if isinstance(saved, dict) else {}
         return True
+
+    def _pbt_state(self) -> dict[int, dict[str, Any]]:
+        """Per trial index, what PBT needs to go on where it was: the last perturbation point
+        (iterations), last score and, once persisted, the checkpoint it would hand to an exploiter.
+        Tune does not save schedulers, so without this a resumed run would perturb every trial at
+        its first result, cloning donors from wherever they happen to be."""
+        from ray.tune import Checkpoint
+
+        out = {}
+        for trial, st in getattr(self.pbt, "_trial_state", {}).items():
+            ckpt = st.last_checkpoint if isinstance(st.last_checkpoint, Checkpoint) else None
+            out[trial_index(trial)] = {"last_perturbation_time": st.last_perturbation_time,
+                                       "last_train_time": st.last_train_time, "last_score": st.last_score,
+                                       "last_checkpoint": ckpt}
+        return out
 
     def _persist(self) -> None:
         if self.state_path is not None:  # written whole, then renamed: a kill leaves the last state
             tmp = self.state_path.with_suffix(".tmp")
-            tmp.write_bytes(pickle.dumps(self.strategy))
+            tmp.write_bytes(pickle.dumps({"strategy": self.strategy, "pbt": self._pbt_state()}))
             os.replace(tmp, self.state_path)
 
     def _ask(self, slot: Slot) -> Any:

@@ -85,7 +85,7 @@ def _start_ray(inputs: RunInputs, address: str, storage: Path, shared: bool,
     for name, g in cluster.node_names():
         c.add_node(num_cpus=g.cpus, resources={f"device:{g.device}": float(g.cpu_workers()),
                                                f"hetune-node:{name}": 1.0, **(slots or {}).get(name, {})})
-    ray = init_ray(c.address)
+    ray = init_ray(c.address, own=True)
     c.wait_for_nodes()
     return ray, c
 

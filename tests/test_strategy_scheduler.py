@@ -185,6 +185,46 @@ def test_the_strategy_state_survives_a_restart_of_the_driver(tmp_path):
     assert again.strategy.chunks == [(1, 0, 5)]
 
 
+class StatefulPBT(PassivePBT):
+    """Keeps PopulationBasedTraining's per-trial state fields (never exploits)."""
+
+    def __init__(self) -> None:
+        from types import SimpleNamespace
+
+        self._new = lambda: SimpleNamespace(last_perturbation_time=0, last_train_time=0, last_score=None,
+                                            last_checkpoint=None)
+        self._trial_state: dict = {}
+
+    def on_trial_add(self, ctl, trial) -> None:
+        self._trial_state[trial] = self._new()
+
+
+def test_pbt_state_survives_a_restart_of_the_driver(tmp_path):
+    """Without it a resumed run perturbs every trial at its first result (seen: an exploit at 21 from a
+    donor still at 10, one iteration after the restart)."""
+    trials = [FakeTrial(i) for i in range(2)]
+    pbt = StatefulPBT()
+    sched = StrategyScheduler(FastestOnly(), WORKERS, lambda d, k: STEP[d], {"slow": "cpu", "fast": "cpu"}, pbt,
+                              interval=5, mode="max", stop_iterations=10, state_path=tmp_path / "state.pkl")
+    ctl = FakeController(trials)
+    for t in trials:
+        sched.on_trial_add(ctl, t)
+    pbt._trial_state[trials[1]].last_perturbation_time = 5
+    pbt._trial_state[trials[1]].last_score = 0.4
+    chosen = sched.choose_trial_to_run(ctl)  # asks the strategy, which persists
+    assert chosen is not None and (tmp_path / "state.pkl").is_file()
+    again_pbt = StatefulPBT()
+    again = StrategyScheduler(FastestOnly(), WORKERS, lambda d, k: STEP[d], {"slow": "cpu", "fast": "cpu"},
+                              again_pbt, interval=5, mode="max", stop_iterations=10, state_path=tmp_path / "state.pkl")
+    assert again.restore_strategy()
+    fresh = [FakeTrial(i) for i in range(2)]  # Tune.restore builds new Trial objects
+    for t in fresh:
+        again.on_trial_add(FakeController(fresh), t)
+    assert again_pbt._trial_state[fresh[1]].last_perturbation_time == 5
+    assert again_pbt._trial_state[fresh[1]].last_score == 0.4
+    assert again_pbt._trial_state[fresh[0]].last_perturbation_time == 0
+
+
 def test_every_registered_strategy_pickles_mid_run():
     from conftest import REPO
     import pickle

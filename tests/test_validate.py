@@ -28,7 +28,15 @@ SMALL_BATCH = ["--set", "experiment.batch_size=4"]  # the CIFAR ResNet-18 on one
 @pytest.fixture(scope="module")
 def smoke(tmp_path_factory):
     out = tmp_path_factory.mktemp("smoke") / "run"
-    assert main(["validate", str(SMOKE), "--strategy", "tune-default", "--out", str(out), "--quiet"]) == 0
+    home = tmp_path_factory.mktemp("home")
+    (home / ".ray").mkdir()
+    (home / ".ray" / "auth_token").write_text("a-token-left-by-another-cluster\n")
+    with pytest.MonkeyPatch.context() as mp:
+        # a token from another cluster must not switch the client of hetune's own emulated cluster to
+        # token mode (its actors were cancelled before they ran)
+        mp.setenv("HOME", str(home))
+        mp.delenv("RAY_AUTH_MODE", raising=False)
+        assert main(["validate", str(SMOKE), "--strategy", "tune-default", "--out", str(out), "--quiet"]) == 0
     return out
 
 
@@ -177,11 +185,17 @@ def test_interrupted_validate_resumes(tmp_path):
     cut = max(e["t"] for e in before)
     continued = 0
     for t in range(4):
-        chunks = [e["iteration"] for e in events if e["kind"] == "chunk" and e["trial"] == t]
-        # work after Tune's last saved state may be redone, never skipped; a trial ends at 30 iterations
-        # or where it reached the target accuracy
+        chunks = [e for e in events if e["kind"] == "chunk" and e["trial"] == t]
+        # work after Tune's last saved state may be redone, never skipped: each chunk starts at or before
+        # the furthest iteration reached so far (a chunk journaled just before Ctrl-C may be ahead of the
+        # checkpoint the resumed trial restarts from); a trial ends at 30 iterations or at the target
+        reached = 0
+        for c in chunks:
+            assert c["iteration"] - c["iterations"] <= reached, (t, c)
+            reached = max(reached, c["iteration"])
+        # (an iteration count may also go back where PBT clones a donor that is behind, as Ray's PBT does)
         stop = next(e for e in events if e["kind"] == "stop" and e["trial"] == t)
-        assert chunks == sorted(chunks) and chunks[-1] == stop["iteration"]
+        assert chunks[-1]["iteration"] == stop["iteration"]
         assert stop["iteration"] == 30 or stop["reason"] == "target_accuracy"
         after = [e["iteration"] for e in events if e["kind"] == "chunk" and e["trial"] == t and e["t"] > cut]
         continued += bool(after) and after[0] > 10  # resumed from a checkpoint, not from scratch
