@@ -74,6 +74,7 @@ class EventLog:
             st["last_worker"] = e["worker"]
             st["worker"] = None
             st["fresh"] = True
+            st["journaled"] = True  # its first result after the restart says what was redone
         last = max((e["t"] for e in self.events), default=0.0)
         self.t0 = time.time() - last
         self.resumed = True
@@ -148,6 +149,12 @@ class RecorderCallback(Callback):
             overhead = max(0.0, t_work_start - st["start_wall"])
             st["chunk_start_iter"] = int(result["step"]) - 1
             st["chunk_s"] = 0.0
+            if st.pop("journaled", False) and not st.get("stopped") and st["iteration"] > st["chunk_start_iter"]:
+                # the driver stopped (Ctrl-C, a kill): Tune restored the trial from an earlier save than
+                # the journal reached, so the iterations between are trained again
+                log.emit(log.now(t_work_start), "failure", i, st, reason=(
+                    f"driver restarted; redone from the checkpoint at iteration {st['chunk_start_iter']}"),
+                    lost_iterations=st["iteration"] - st["chunk_start_iter"])
             if not st["started"]:
                 st["started"] = True
                 log.emit(log.now(t_work_start), "trial_start", i, st, config=_hp(trial.config), duration_s=overhead)

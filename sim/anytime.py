@@ -24,7 +24,8 @@ def anytime_curve(events: Iterable[Mapping[str, Any]], prices: Mapping[str, floa
     """
     improvements: list[tuple[float, float]] = []
     best = -np.inf
-    spans: dict[int, list[float]] = {}  # worker -> [start s, end s, dollars per second]
+    spans: list[list[float]] = []  # [start s, end s, dollars per second]: a worker whose node failed has several
+    open_span: dict[int, int] = {}  # worker -> index of its span still open
     for ev in events:
         kind = ev["kind"]
         if kind == "chunk" and ev.get("accuracy") is not None and ev["accuracy"] > best:
@@ -32,12 +33,13 @@ def anytime_curve(events: Iterable[Mapping[str, Any]], prices: Mapping[str, floa
             improvements.append((float(ev["t"]), best))
         elif kind == "worker_added":
             rate = prices.get(ev["device"], 0.0) * ev["devices"] / 3600.0
-            spans[ev["worker"]] = [float(ev["t"]), np.inf, rate]
-        elif kind == "worker_removed" and ev["worker"] in spans:
-            spans[ev["worker"]][1] = float(ev["t"])
+            open_span[ev["worker"]] = len(spans)
+            spans.append([float(ev["t"]), np.inf, rate])
+        elif kind == "worker_removed" and ev["worker"] in open_span:
+            spans[open_span.pop(ev["worker"])][1] = float(ev["t"])
     if not improvements:
         return []
-    arr = np.array(list(spans.values()), dtype=float).reshape(-1, 3)
+    arr = np.array(spans, dtype=float).reshape(-1, 3)
     times = np.array([t for t, _ in improvements])
     # cost(t) = sum over workers of rate x (min(t, end) - start)+, for every improvement time at once
     alive = np.clip(np.minimum(times[:, None], arr[None, :, 1]) - arr[None, :, 0], 0.0, None)

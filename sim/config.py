@@ -6,6 +6,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Literal
 
+from hetune.sim.faults import FaultsConfig
 from hetune.sim.surrogate import SurrogateParams
 
 
@@ -277,6 +278,7 @@ class ExperimentConfig:
         strategies: per-strategy parameter tables, validated by each strategy.
         real: settings of real runs.
         sensitivity: ranges of ``hetune sweep --sensitivity``.
+        faults: how nodes fail in simulated runs (sim/faults.py; none by default).
     """
 
     experiment: ExperimentInfo
@@ -288,6 +290,7 @@ class ExperimentConfig:
     strategies: dict[str, dict[str, Any]] = field(default_factory=dict)
     real: RealConfig = field(default_factory=RealConfig)
     sensitivity: SensitivityRanges = field(default_factory=SensitivityRanges)
+    faults: FaultsConfig = field(default_factory=FaultsConfig)
 
     def check(self) -> Iterator[tuple[str, str]]:
         if self.pbt.perturbation_interval % self.experiment.checkpoint_interval != 0:

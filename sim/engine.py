@@ -33,6 +33,7 @@ from hetune.sim.events import make_event
 from hetune.sim.hooks import MoveHook
 from hetune.sim.loader import RunInputs
 from hetune.sim.exploit import ExploitSteps
+from hetune.sim.faults import FaultSteps
 from hetune.sim.population import Clone, PopulationModel, SurrogatePopulation
 from hetune.sim.ranking import Ranking
 from hetune.sim.runnable import RunnableIndex
@@ -42,7 +43,7 @@ from hetune.sim.view import EngineView
 from hetune.sim.throughput import DeviceModel
 
 
-class Simulation(ExploitSteps):
+class Simulation(ExploitSteps, FaultSteps):
     """One simulated PBT run of an experiment under one strategy.
 
     Args:
@@ -52,6 +53,9 @@ class Simulation(ExploitSteps):
         population: accuracy and PBT-decision source (default: the learning-curve surrogate; a
             ReplayPopulation re-times a recorded run).
         hooks: consulted each time a trial moves to a worker of another speed.
+
+    Node failures (the experiment's ``[faults]``, sim/faults.py) are replayed in surrogate runs;
+    a replay of a recorded run keeps the recorded run's own failures instead.
     """
 
     def __init__(self, inputs: RunInputs, strategy: Strategy, seed: int, population: PopulationModel | None = None,
@@ -95,6 +99,10 @@ class Simulation(ExploitSteps):
         self._idle: dict[int, Worker] = {w.id: w for w in self.workers}
         self._barrier: set[int] = set()
         self._awaiting: dict[int, list[tuple[Trial, Clone]]] = {}
+        self._procs: dict[int, Any] = {}  # worker id -> its busy process (interrupted when its node fails)
+        self._running: dict[int, int] = {}  # worker id -> the trial its process runs
+        self._done = self.env.event()  # the last trial stopped (ends a run whose nodes still fail)
+        self.faults = exp.faults if population is None else None
 
     # ----------------------------------------------------------------- set-up
     def _make_workers(self) -> list[Worker]:
@@ -135,14 +143,22 @@ class Simulation(ExploitSteps):
         """Run to completion and return the event log."""
         for w in self.workers:
             self._emit("worker_added", worker=w, devices=w.devices)
-        self._dispatch()
-        self.env.run()
+        if self.faults is not None and self.faults.enabled:
+            self._start_faults(self.faults, self.inputs.cluster, self.seed)
+            self._dispatch()
+            try:
+                self.env.run(until=self._done)
+            except RuntimeError:  # nothing left to happen before the last trial stopped: a stall
+                pass
+        else:
+            self._dispatch()
+            self.env.run()
         if self.unfinished:
             raise SimulationError(
-                f"strategy {self.strategy.name!r} stalled at t={self.env.now:.1f}s with "
+                f"strategy {self.strategy.name!r} stalled at t={self.events[-1]['t']:.1f}s with "
                 f"{self.unfinished} trial(s) unfinished")
         for w in self.workers:
-            if not w.retired:
+            if not w.retired and not w.down:
                 self._emit("worker_removed", worker=w, devices=w.devices)
         return SimResult(self.events, self.trials, self.workers)
 
@@ -165,7 +181,7 @@ class Simulation(ExploitSteps):
                 self._retire(w)
             else:
                 self._reserve(decision)
-                self.env.process(self._work(w, decision))
+                self._procs[w.id] = self.env.process(self._work(w, decision))
 
     def _decided(self, w: Worker, decision: Decision) -> None:
         """Record the strategy's answer for ``w`` (an Idle answer is not an event: nothing changes)."""
@@ -183,8 +199,16 @@ class Simulation(ExploitSteps):
         self._emit("worker_removed", worker=w, devices=w.devices)
 
     def _work(self, w: Worker, decision: Run):
-        """A busy worker: run chunks until the strategy says idle or retire."""
+        """A busy worker: run chunks until the strategy says idle or retire (or its node fails)."""
+        try:
+            yield from self._chunks(w, decision)
+        except simpy.Interrupt:  # its node failed (sim/faults.py): the trial goes back to its checkpoint
+            self._fail_trial(self.trials[self._running[w.id]], w)
+            self._dispatch()
+
+    def _chunks(self, w: Worker, decision: Run):
         while True:
+            self._running[w.id] = decision.trial
             yield from self._run_chunk(w, self.trials[decision.trial], max(1, decision.iterations), decision.restart)
             # This worker decides first (it holds its trial in memory), then idle workers get the rest.
             nxt = self.strategy.assign(w, self.view) if self.unfinished else IDLE
@@ -199,6 +223,7 @@ class Simulation(ExploitSteps):
             else:
                 self._idle[w.id] = w
                 w.idle = True
+            self._procs.pop(w.id, None)
             self._dispatch()
             return
 
@@ -241,7 +266,9 @@ class Simulation(ExploitSteps):
         evaluates = (t.iteration + k) % ci == 0 or t.iteration + k >= self.stop_iterations
         eval_s = self.eval_s(dm) if evaluates else 0.0
         dur = k * w.step_time_s * t.step_factor + eval_s
+        w.inflight = (self.env.now, w.step_time_s * t.step_factor, k)
         yield self.env.timeout(dur)
+        w.inflight = None
         t.iteration += k
         self.remaining -= k
         self.model.chunk(t, k, evaluates)
@@ -287,6 +314,8 @@ class Simulation(ExploitSteps):
         t.resident = None
         w.resident = None
         self._emit("stop", t, w, reason=reason)
+        if not self.unfinished and not self._done.triggered:
+            self._done.succeed()
         self._release_waiters(t)
         if self.pbt.synch and self._barrier:
             self._maybe_release_barrier()

@@ -10,6 +10,7 @@ from hetune.sim import strategies
 from hetune.sim.cluster import ClusterConfig, load_cluster
 from hetune.sim.config import ExperimentConfig
 from hetune.sim.errors import ConfigError
+from hetune.sim.faults import check_faults
 from hetune.sim.schema import from_mapping, to_mapping
 from hetune.sim.throughput import CalibrationConfig, load_calibration
 from hetune.sim.tomlfile import apply_overrides, read_toml
@@ -84,4 +85,5 @@ def load_inputs(path: str | Path, overrides: list[str] | None = None) -> RunInpu
         if device not in calibration.models[model]:
             raise ConfigError(exp.calibration.path, f"models.{model}.{device}",
                               f"no calibration for device type {device!r} of cluster {exp.cluster.path}")
+    check_faults(exp.faults, cluster, where)
     return RunInputs(exp, cluster, calibration, where)

@@ -43,6 +43,9 @@ def _entry(name: str, seeds: dict[int, dict[str, Any]], budget: bool) -> dict[st
     for key, (values, unit) in metrics.items():
         med, lo, hi = _interval(values)
         entry.update({f"{key}_median{unit}": med, f"{key}_lo{unit}": lo, f"{key}_hi{unit}": hi})
+    if any(int(r.get("failures") or 0) for r in rows):  # the experiment's [faults] hit this strategy
+        entry["failures_median"] = float(np.median([int(r.get("failures") or 0) for r in rows]))
+        entry["trials_failed_median"] = float(np.median([int(r.get("trials_failed") or 0) for r in rows]))
     return entry
 
 
@@ -103,8 +106,10 @@ def format_ranking(rank: list[dict[str, Any]], objective: str = "time_to_target"
         return "-" if not math.isfinite(v) else f"{v:.3f}"
 
     budget = any("best_at_budget_median" in e for e in rank)
+    faults = any("failures_median" in e for e in rank)
     head = (f"{'strategy':<26}{'runs':>5}{'hit':>5}  {'time to target s (95%)':<28}{'makespan s (95%)':<26}"
-            f"{'cost $ (95%)':<26}" + (f"{'best acc at budget (95%)':<28}" if budget else "") + f"{'speedup (95%)':<20}")
+            f"{'cost $ (95%)':<26}" + (f"{'best acc at budget (95%)':<28}" if budget else "")
+            + (f"{'failures/lost trials':<22}" if faults else "") + f"{'speedup (95%)':<20}")
     head = head.rstrip()
     lines = [f"ranked by {objective.replace('_', ' ')}", head, "-" * len(head)]
     for e in rank:
@@ -116,5 +121,8 @@ def format_ranking(rank: list[dict[str, Any]], objective: str = "time_to_target"
                 f"{span(e, 'makespan', '_s', s):<26}{span(e, 'cost', '', lambda v: f'{v:,.2f}'):<26}")
         if budget:
             line += f"{span(e, 'best_at_budget', '', acc) if 'best_at_budget_median' in e else '-':<28}"
+        if faults:
+            lost = f"{e.get('failures_median', 0):g}/{e.get('trials_failed_median', 0):g}"
+            line += f"{lost:<22}"
         lines.append((line + sp_txt).rstrip())
     return "\n".join(lines)

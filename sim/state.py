@@ -7,11 +7,12 @@ from typing import Any
 
 import numpy as np
 
+from hetune.sim.errors import RunFailed
 from hetune.sim.throughput import DeviceModel
 
 
-class SimulationError(RuntimeError):
-    """The run could not complete (e.g. a strategy left trials unfinished)."""
+class SimulationError(RunFailed):
+    """The run could not complete (e.g. a strategy left trials unfinished): one line, exit status 1."""
 
 
 @dataclass
@@ -62,6 +63,8 @@ class Worker:
     resident: Trial | None = None
     retired: bool = False
     idle: bool = True
+    down: bool = False  # its node failed and has not come back (sim/faults.py)
+    inflight: tuple[float, float, int] | None = None  # compute in flight: (started at s, s per iteration, iterations)
 
 
 @dataclass

@@ -10,6 +10,9 @@ Metrics (names are also sweep.csv's columns):
     utilization_<type>   busy device-seconds / existing device-seconds, per device type
     cost                 sum of device-hours x price per device-hour
     exploits             number of exploit events
+    failures             trial failures (a node lost under a running trial; sim/faults.py)
+    trials_failed        trials stopped for good after more than max_failures failures
+    lost_iterations      iterations of work lost to failures (redone from a checkpoint)
     checkpoint_overhead_s  device-seconds spent saving, loading and copying checkpoints
     migration_overhead_s   device-seconds spent copying checkpoints between nodes
 """
@@ -41,6 +44,7 @@ def summarize(events: Iterable[Mapping[str, Any]], target_accuracy: float,
     best = 0.0
     makespan = 0.0
     exploits = 0
+    failures = trials_failed = lost = 0
     ckpt_s = 0.0
     migration_s = 0.0
     added: dict[int, tuple[float, str, int]] = {}
@@ -70,6 +74,11 @@ def summarize(events: Iterable[Mapping[str, Any]], target_accuracy: float,
                 migration_s += float(ev.get("copy_s") or 0.0)
         if kind == "exploit":
             exploits += 1
+        elif kind == "failure":
+            failures += 1
+            lost += int(ev.get("lost_iterations") or 0)
+        elif kind == "stop" and ev.get("reason") == "failed":
+            trials_failed += 1
     for _, (t0, dev, n) in added.items():  # workers never removed: count to the end
         alive[dev] += (makespan - t0) * n
     out: dict[str, Any] = {
@@ -77,6 +86,9 @@ def summarize(events: Iterable[Mapping[str, Any]], target_accuracy: float,
         "makespan_s": round(makespan, 6),
         "best_accuracy": round(best, 6),
         "exploits": exploits,
+        "failures": failures,
+        "trials_failed": trials_failed,
+        "lost_iterations": lost,
         "checkpoint_overhead_s": round(ckpt_s, 6),
         "migration_overhead_s": round(migration_s, 6),
     }

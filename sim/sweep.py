@@ -23,8 +23,9 @@ from hetune.sim.standings import ranking
 from hetune.sim.tomlfile import atomic_write_json, atomic_write_text, atomic_write_toml, read_toml
 
 FIRST_COLUMNS = ["strategy", "seed", "time_to_target_s", "makespan_s", "best_accuracy", "best_accuracy_at_budget",
-                 "cost", "exploits",
+                 "cost", "exploits", "failures", "trials_failed", "lost_iterations",
                  "checkpoint_overhead_s", "migration_overhead_s"]
+INT_COLUMNS = ("seed", "exploits", "world", "failures", "trials_failed", "lost_iterations")  # counts
 
 
 @dataclass(frozen=True)
@@ -138,7 +139,7 @@ def read_csv(path: Path) -> list[dict[str, Any]]:
                     parsed[k] = None
                 else:
                     try:
-                        parsed[k] = int(v) if k in ("seed", "exploits", "world") else float(v)
+                        parsed[k] = int(v) if k in INT_COLUMNS else float(v)
                     except ValueError:
                         raise ConfigError(f"{path}:{n}", k, f"not a number: {v!r}") from None
             out.append(parsed)

@@ -33,3 +33,46 @@ def test_sweep_killed_at_random_points_resumes_to_the_same_csv(tmp_path):
         proc.wait()
         subprocess.run(ARGS + ["--out", str(out), "--resume"], check=True, cwd=tmp_path, stdout=subprocess.DEVNULL)
         assert (out / "sweep.csv").read_bytes() == reference, f"kill {k}"
+
+
+@pytest.mark.slow
+@pytest.mark.ray
+@pytest.mark.torch
+def test_calibration_killed_midway_resumes_measuring_only_what_is_missing(tmp_path):
+    """SIGKILL after some cells were written: the file holds them, and --resume keeps their numbers
+    (not re-measured) and adds the rest."""
+    import os
+    import tomllib
+
+    out = tmp_path / "cal.toml"
+    args = [sys.executable, "-m", "hetune.cli", "calibrate", "--models", "resnet18", "--batch-sizes", "4,8,12",
+            "--steps", "2", "--warmup", "1", "--skip-overheads", "--quiet", "--out", str(out)]
+
+    def measured() -> dict[tuple[str, int], float]:
+        try:
+            doc = tomllib.loads(out.read_text())
+        except (OSError, tomllib.TOMLDecodeError):
+            return {}
+        return {(s["device"], s["batch"]): s["step_time_s"] for s in doc.get("samples", []) if s.get("ok", True)}
+
+    proc = subprocess.Popen(args, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    deadline = time.time() + 300
+    while time.time() < deadline and proc.poll() is None and len(measured()) < 2:
+        time.sleep(0.2)
+    assert proc.poll() is None, "the calibration ended before the kill point"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    for entry in os.listdir("/proc"):  # the Ray processes the killed driver started, by id
+        if entry.isdigit():
+            try:
+                if os.getsid(int(entry)) == proc.pid:
+                    os.kill(int(entry), signal.SIGKILL)
+            except OSError:
+                pass
+    before = measured()
+    assert 2 <= len(before) < 6  # 2 device types x 3 batch sizes
+    subprocess.run(args + ["--resume"], check=True, cwd=tmp_path, stdout=subprocess.DEVNULL)
+    after = measured()
+    assert set(after) == {(d, b) for d in ("cpu-fast", "cpu-slow") for b in (4, 8, 12)}
+    assert all(after[k] == v for k, v in before.items())  # kept as measured, not measured again
