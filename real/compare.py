@@ -109,11 +109,30 @@ def compare(run_dir: Path, overrides: list[str] | None = None) -> dict[str, Any]
         "calibration_note": calibration_note(inputs.calibration.provenance, inputs.experiment.calibration.path,
                                              ran_on),
     }
+    if inputs.experiment.faults.enabled or real["failures"]:
+        out["faults"] = _fault_part(inputs, strategy, seed, real, sim)
     # The simulated logs go beside the real one, so the fidelity figure reads files only.
     atomic_write_text(run_dir / "sim-events.jsonl", dumps(sim_events))
     atomic_write_text(run_dir / "replay-events.jsonl", dumps(replay_events))
     atomic_write_json(run_dir / "fidelity.json", out)
     return out
+
+
+def _fault_part(inputs: Any, strategy: str, seed: int, real: dict[str, Any], sim: dict[str, Any]) -> dict[str, Any]:
+    """Failures and lost work in both engines, and how much of the predicted makespan the
+    experiment's ``[faults]`` account for (the same run simulated without them)."""
+    import dataclasses
+
+    from hetune.sim.faults import FaultsConfig
+
+    calm_inputs = dataclasses.replace(inputs, experiment=dataclasses.replace(inputs.experiment, faults=FaultsConfig()))
+    calm = simulate(calm_inputs, calm_inputs.make_strategy(strategy), seed).events
+    calm_makespan = summarize(calm, inputs.experiment.experiment.target_accuracy, prices(inputs))["makespan_s"]
+    return {"failures": {"real": real["failures"], "sim": sim["failures"]},
+            "lost_iterations": {"real": real["lost_iterations"], "sim": sim["lost_iterations"]},
+            "sim_makespan_without_faults_s": calm_makespan,
+            "faults_add_s": round(sim["makespan_s"] - calm_makespan, 6),
+            "makespan_error_pct_without_faults": _err(calm_makespan, real["makespan_s"])}
 
 
 def _run_host(run_dir: Path) -> dict[str, str] | None:
@@ -147,6 +166,12 @@ def format_fidelity(f: dict[str, Any]) -> str:
     if "decisions" in f:
         dr, ds = f["decisions"]["real"], f["decisions"]["sim"]
         lines.append(f"decisions: real {dr['run']} run / {dr['retire']} retire, sim {ds['run']} run / {ds['retire']} retire")
+    if "faults" in f:
+        x = f["faults"]
+        lines.append(f"faults: failures real {x['failures']['real']}, sim {x['failures']['sim']}; lost iterations "
+                     f"real {x['lost_iterations']['real']}, sim {x['lost_iterations']['sim']}; they add "
+                     f"{x['faults_add_s']:+,.1f} s to the simulated makespan (its error without them "
+                     f"{pct(x['makespan_error_pct_without_faults'])})")
     if f.get("calibration_note"):
         lines.append(f"note: {f['calibration_note']}")
     return "\n".join(lines)

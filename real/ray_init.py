@@ -76,8 +76,8 @@ def init_ray(address: str = "", own: bool = False, **kwargs: Any):
 
 class TuneOutput:
     """Context: what Ray Tune prints on the driver (its experiment banner, results path and
-    TensorBoard hint, which it prints whatever the verbosity) goes to ``log_path`` instead of the
-    terminal; hetune's own status lines go to stderr and stay.
+    TensorBoard hint, which it prints whatever the verbosity) and Ray's log lines go to
+    ``log_path`` instead of the terminal; hetune's own status lines go to stderr and stay.
 
     Args:
         log_path: file that receives Tune's stdout (appended to, so a resumed run keeps both parts).
@@ -96,6 +96,14 @@ class TuneOutput:
         self._stack.enter_context(warnings.catch_warnings())
         # reuse_actors stays off on purpose: an exploited trial restarts, as the simulator charges
         warnings.filterwarnings("ignore", message="Consider boosting PBT performance")
+        # Ray's own log lines (a trial's failure with its traceback, when a node is lost) go to the
+        # same file: the events record the failure, and hetune says in one line if the run fails
+        ray_log = logging.getLogger("ray")
+        saved = ray_log.handlers[:]
+        handler = logging.StreamHandler(fh)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s -- %(message)s"))
+        ray_log.handlers = [handler]
+        self._stack.callback(setattr, ray_log, "handlers", saved)
         return self
 
     def __exit__(self, *exc: Any) -> None:

@@ -28,11 +28,13 @@ from ray.tune.experiment import Trial
 from ray.tune.schedulers import PopulationBasedTraining, TrialScheduler
 
 from hetune.real.recorder import trial_index
+from hetune.real.slot_liveness import SlotLiveness
 from hetune.real.strategy_view import Slot, TrialState, TuneView, slot_resource
 from hetune.sim.cluster import WorkerSpec
 from hetune.sim.strategies.base import Retire, Run, Strategy
 
 STALL_S = 30.0  # nothing running, nothing placed, every slot idle this long: the strategy has stalled
+DOWN_STALL_S = 600.0  # the same while some slot's node is down
 
 
 class StrategyStalled(RuntimeError):
@@ -68,6 +70,9 @@ class StrategyScheduler(TrialScheduler):
         state_path: where the strategy object is pickled after every answer and chunk, so that a
             resumed run (``Tuner.restore``, which does not save schedulers) continues with the
             strategy's state rather than a fresh one (``restore_strategy``).
+        on_worker: called with (slot, "worker_removed" | "worker_added") when the Ray node under a
+            slot dies or a node declaring it joins (real/slot_liveness.py); a trial that was
+            running there is placed again by the strategy, from its checkpoint.
     """
 
     def __init__(self, strategy: Strategy, workers: list[WorkerSpec], step_time_s: Callable[[str, int], float],
@@ -75,8 +80,10 @@ class StrategyScheduler(TrialScheduler):
                  stop_iterations: int, target_accuracy: float = 1.0,
                  on_pause: Callable[[Any], None] | None = None, checkpoint_interval: int = 0,
                  on_decision: Callable[[Slot, Run | Retire], None] | None = None,
-                 state_path: str | Path | None = None) -> None:
+                 state_path: str | Path | None = None,
+                 on_worker: Callable[[Slot, str], None] | None = None) -> None:
         super().__init__()
+        self.liveness = SlotLiveness(on_worker)
         self.state_path = Path(state_path) if state_path else None
         self._pbt_saved: dict[int, dict[str, Any]] = {}  # PBT state per trial index, from restore_strategy
         self.on_decision = on_decision
@@ -140,8 +147,12 @@ class StrategyScheduler(TrialScheduler):
             for key, value in saved.items():
                 if value is not None:
                     setattr(st, key, value)
-        if i in self.trials and self.trials[i].status == "running":
-            return  # re-added after a failure: it restarts on its own slot from its checkpoint
+        if i in self.trials and self.trials[i].status == "running":  # re-added after a failure
+            slot = self._slot_of(trial)
+            self.liveness.refresh(self.slots, force=True)
+            if slot is not None and slot.down:
+                self._free_from_lost(slot, tune_controller)
+            return  # else it restarts on its own slot from its checkpoint
         state = self.trials.setdefault(i, TrialState(i))
         state.iteration = int((trial.last_result or {}).get("training_iteration", state.iteration))  # restored
         if trial.status in (Trial.TERMINATED, Trial.ERROR):
@@ -204,6 +215,14 @@ class StrategyScheduler(TrialScheduler):
         return TrialScheduler.PAUSE
 
     def choose_trial_to_run(self, tune_controller: Any) -> Trial | None:
+        # A trial waiting to restart on its slot may wait for a node Ray has since declared dead
+        # (the actor's death can come before the node's): poll, and free it for the strategy.
+        restarting = [s for s in self.slots if s.trial is not None and not s.reserved
+                      and s.trial.status == Trial.PENDING]
+        self.liveness.refresh(self.slots, poll=bool(restarting))  # and a lost node's slots come back
+        for slot in restarting:
+            if slot.down:
+                self._free_from_lost(slot, tune_controller)
         for slot in self.slots:  # a trial that failed for good (no retries left) frees its slot
             if slot.trial is not None and slot.trial.status in (Trial.ERROR, Trial.TERMINATED):
                 self._finish(slot.trial, None)
@@ -223,6 +242,15 @@ class StrategyScheduler(TrialScheduler):
         return None
 
     # ------------------------------------------------------------ bookkeeping
+    def _free_from_lost(self, slot: Slot, tune_controller: Any) -> None:
+        """``slot``'s node is gone: its trial loses the work since its checkpoint (Tune restores it)
+        and waits, paused, for the strategy to place it on another slot."""
+        trial = slot.trial
+        slot.trial, slot.reserved, slot.chunk_start_iter, slot.resident = None, False, None, None
+        self.trials[trial_index(trial)].status = "paused"
+        if trial.status == Trial.PENDING:  # Tune filed it as pending already: move it through Tune
+            tune_controller._set_trial_status(trial, Trial.PAUSED)
+
     def restore_strategy(self) -> bool:
         """Continue with the strategy object ``state_path`` holds (a resumed run); False if none."""
         if self.state_path is None or not self.state_path.is_file():
@@ -339,7 +367,8 @@ class StrategyScheduler(TrialScheduler):
             return
         now = time.monotonic()
         self._idle_since = self._idle_since or now
-        if now - self._idle_since > STALL_S:
+        # a lost node may come back (a replacement declares its slots): wait longer before giving up
+        if now - self._idle_since > (DOWN_STALL_S if any(s.down for s in self.slots) else STALL_S):
             raise StrategyStalled(f"strategy {self.strategy.name!r} left every worker idle with "
                                   f"{sum(t.status != 'stopped' for t in self.trials.values())} trial(s) unfinished")
 

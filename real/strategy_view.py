@@ -58,6 +58,7 @@ class Slot:
     chunk_start_iter: int | None = None  # where the chunk began; None until a restarted trial's first result
     reserved: bool = False  # chosen for this slot; starts once Tune has paused it elsewhere
     chunk_seconds: float = 0.0  # compute seconds of the chunk so far (step and evaluation), measured
+    down: bool = False  # no live Ray node declares its slot (real/slot_liveness.py)
 
     @property
     def node(self) -> str:
@@ -73,7 +74,7 @@ class Slot:
 
     @property
     def idle(self) -> bool:
-        return self.trial is None and not self.retired
+        return self.trial is None and not self.retired and not self.down
 
     def resources(self) -> dict[str, float]:
         """What a trial placed here asks Ray for: the slot's token and its devices."""

@@ -88,6 +88,26 @@ def _token_auth_as_ray_init_does() -> None:
         log.setLevel(level)
 
 
+def _faults(inputs: RunInputs, emulated: Any, log: Any, seed: int, resume: bool) -> list[Any]:
+    """Callbacks replaying the experiment's ``[faults]`` on the emulated cluster (real/node_faults.py),
+    recorded as the simulator records them; none on a real cluster (its own failures are recorded
+    as they come) or on a resumed run (its clock restarted)."""
+    faults = inputs.experiment.faults
+    if emulated is None or resume or not faults.enabled:
+        return []
+    from hetune.real.node_faults import EmulatedNodeFaults
+    from hetune.sim.events import make_event
+    from hetune.sim.faults import node_outages
+
+    def record(node: str, kind: str, wall: float) -> None:
+        for i, w in enumerate(log.workers):
+            if w.node == node:
+                log.add(make_event(log.now(wall), kind, worker=i, node=w.node, device=w.device, devices=w.devices))
+
+    return [EmulatedNodeFaults(emulated, emulated.hetune_nodes, node_outages(faults, inputs.cluster, seed),
+                               lambda: log.t0, record)]
+
+
 def _start_ray(inputs: RunInputs, address: str, storage: Path, shared: bool,
                slots: dict[str, dict[str, float]] | None = None):
     from hetune.real.ray_init import init_ray
@@ -109,9 +129,11 @@ def _start_ray(inputs: RunInputs, address: str, storage: Path, shared: bool,
                           "this machine; run on a Ray cluster with those GPUs (--address)")
     _token_auth_as_ray_init_does()
     c = Cluster(initialize_head=True, head_node_args={"num_cpus": 0})
+    c.hetune_nodes = {}  # node name -> (handle, add_node arguments): what a simulated fault removes and re-adds
     for name, g in cluster.node_names():
-        c.add_node(num_cpus=g.cpus, resources={f"device:{g.device}": float(g.cpu_workers()),
-                                               f"hetune-node:{name}": 1.0, **(slots or {}).get(name, {})})
+        args = {"num_cpus": g.cpus, "resources": {f"device:{g.device}": float(g.cpu_workers()),
+                                                  f"hetune-node:{name}": 1.0, **(slots or {}).get(name, {})}}
+        c.hetune_nodes[name] = (c.add_node(**args), args)
     ray = init_ray(c.address, own=True)
     c.wait_for_nodes()
     return ray, c
@@ -142,6 +164,7 @@ def run_validate(experiment: str, overrides: list[str], strategy: str, out: Path
     from hetune.real.cifar import load_cifar, write_synthetic
     from hetune.real.placement import placement
     from hetune.real.recorder import EventLog, RecorderCallback, RecordingPBT
+    from hetune.sim.events import make_event
     from hetune.real.status import StatusCallback
     from hetune.real.checkpoints import PruneCheckpoints
     from hetune.real.trainable import SETUP_KEY, PBTTrainable
@@ -212,12 +235,17 @@ def run_validate(experiment: str, overrides: list[str], strategy: str, out: Path
                                stop_iterations=info.stop_iterations, target_accuracy=info.target_accuracy,
                                on_pause=recorder.pause, checkpoint_interval=info.checkpoint_interval,
                                on_decision=lambda slot, decision: log.decision(slot.id, decision),
+                               # on a real cluster the loss of a node is recorded when the scheduler sees it;
+                               # on the emulated one, where hetune removes it, at that moment (_faults)
+                               on_worker=None if emulated is not None else lambda slot, kind: log.add(make_event(
+                                   log.now(), kind, worker=slot.id, node=slot.node, device=slot.device,
+                                   devices=slot.devices)),
                                state_path=out / "strategy-state.pkl")
         if not plain:
             log.placed = scheduler.last_slot  # the recorder files each chunk under the slot it ran on
             if resume:  # Tune does not save schedulers: the strategy's state comes from our own file
                 scheduler.restore_strategy()
-        callbacks: list[Any] = [recorder, PruneCheckpoints(pbt)]
+        callbacks: list[Any] = [recorder, PruneCheckpoints(pbt), *_faults(inputs, emulated, log, seed, resume)]
         if not quiet:
             callbacks.append(StatusCallback(log, report_interval_s, info.batch_size))
         # Tune snapshots its experiment state at most every 10 s by default, so a driver killed after a

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import csv
 import itertools
+import os
+import signal
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +48,34 @@ def write_setup(tmp: Path, *, population: int = 4, stop: int = 100, interval: in
     (tmp / "calib.toml").write_text(tomli_w.dumps(calib))
     (tmp / "exp.toml").write_text(tomli_w.dumps(exp))
     return tmp / "exp.toml"
+
+
+RAY_ADDRESS_FILE = Path(tempfile.gettempdir()) / "ray" / "ray_current_cluster"
+
+
+@pytest.fixture
+def ray_address_file():
+    """A Ray driver or head that a test kills leaves /tmp/ray/ray_current_cluster naming its dead
+    cluster, and a later plain ``ray.init()`` on this host would try to join it: the file is put back
+    as it was before the test."""
+    before = RAY_ADDRESS_FILE.read_bytes() if RAY_ADDRESS_FILE.is_file() else None
+    yield
+    if before is None:
+        RAY_ADDRESS_FILE.unlink(missing_ok=True)
+    else:
+        RAY_ADDRESS_FILE.write_bytes(before)
+
+
+def kill_session(sid: int) -> None:
+    """SIGKILL every process of session ``sid``: what a test's killed driver (started with
+    start_new_session=True) left running, by id, and nothing else."""
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if os.getsid(int(entry)) == sid:
+                    os.kill(int(entry), signal.SIGKILL)
+            except OSError:
+                pass
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ import time
 import numpy as np
 import pytest
 
-from conftest import REPO
+from conftest import REPO, kill_session
 
 EXP = REPO / "configs/experiments/pbt-resnet18-cifar10.toml"
 ARGS = [sys.executable, "-m", "hetune.cli", "sweep", str(EXP), "--strategies", "tune-default,hrfs,random-search",
@@ -38,7 +38,7 @@ def test_sweep_killed_at_random_points_resumes_to_the_same_csv(tmp_path):
 @pytest.mark.slow
 @pytest.mark.ray
 @pytest.mark.torch
-def test_calibration_killed_midway_resumes_measuring_only_what_is_missing(tmp_path):
+def test_calibration_killed_midway_resumes_measuring_only_what_is_missing(tmp_path, ray_address_file):
     """SIGKILL after some cells were written: the file holds them, and --resume keeps their numbers
     (not re-measured) and adds the rest."""
     import os
@@ -63,13 +63,7 @@ def test_calibration_killed_midway_resumes_measuring_only_what_is_missing(tmp_pa
     assert proc.poll() is None, "the calibration ended before the kill point"
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
-    for entry in os.listdir("/proc"):  # the Ray processes the killed driver started, by id
-        if entry.isdigit():
-            try:
-                if os.getsid(int(entry)) == proc.pid:
-                    os.kill(int(entry), signal.SIGKILL)
-            except OSError:
-                pass
+    kill_session(proc.pid)  # the Ray processes the killed driver started, by id
     before = measured()
     assert 2 <= len(before) < 6  # 2 device types x 3 batch sizes
     subprocess.run(args + ["--resume"], check=True, cwd=tmp_path, stdout=subprocess.DEVNULL)

@@ -65,6 +65,9 @@ def test_the_ray_tune_example_runs_as_written(monkeypatch, tmp_path):
                 tune.report({"accuracy": acc}, checkpoint=tune.Checkpoint.from_directory(d))
 
     monkeypatch.chdir(REPO)  # the example's config paths are a checkout's
+    # the example starts its own Ray: an address another cluster on this host left behind
+    # (/tmp/ray/ray_current_cluster) must not make its ray.init() join that one
+    monkeypatch.setenv("RAY_ADDRESS", "local")
     section = README[README.index("**Your own Tuner.**"):]
     code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
     code = code.replace("ray.init(", "ray.init(include_dashboard=False, ", 1)

@@ -36,6 +36,9 @@ class FakeController:
     def get_trials(self) -> list[FakeTrial]:
         return self.trials
 
+    def _set_trial_status(self, trial: FakeTrial, status: str) -> None:
+        trial.status = status
+
 
 class PassivePBT:
     """Stands in for PopulationBasedTraining: never exploits."""
@@ -239,3 +242,47 @@ def test_every_registered_strategy_pickles_mid_run():
         simulate(inputs, strategy, 0)
         copy = pickle.loads(pickle.dumps(strategy))
         assert type(copy) is type(strategy) and vars(copy).keys() == vars(strategy).keys()
+
+
+def test_a_trial_on_a_lost_node_is_placed_again_by_the_strategy():
+    """The node under a slot dies: Tune requeues the trial; the scheduler marks the slot down, holds the
+    trial for the strategy, and takes the slot back when a node declares it again."""
+    sched, ctl, trials = make(FastestOnly())
+    live = {"hetune-worker:0", "hetune-worker:1"}
+    changes = []
+    sched.liveness.live_resources = lambda: set(live)
+    sched.liveness.on_change = lambda slot, kind: changes.append((slot.id, kind))
+    chosen = sched.choose_trial_to_run(ctl)
+    chosen.status = Trial.RUNNING
+    report(sched, ctl, chosen, 1)
+    live.discard("hetune-worker:1")  # the fast node is gone; Tune sees the actor die and requeues the trial
+    sched.on_trial_error(ctl, chosen)
+    chosen.status = Trial.PENDING
+    sched.on_trial_add(ctl, chosen)
+    assert sched.slots[1].down and chosen.status == Trial.PAUSED and sched.trials[0].status == "paused"
+    assert changes == [(1, "worker_removed")]
+    assert sched.choose_trial_to_run(ctl) is None  # its only worker is down; the slow one was retired
+    live.add("hetune-worker:1")  # a replacement node declares the slot
+    sched.liveness._checked = -1e9
+    again = sched.choose_trial_to_run(ctl)
+    assert again is not None and again.resources == {"CPU": 2.0, "hetune-worker:1": 1.0}
+    assert changes == [(1, "worker_removed"), (1, "worker_added")] and not sched.slots[1].down
+
+
+def test_a_trial_restarting_on_a_node_that_dies_after_its_actor_is_freed():
+    """Ray can report the actor's death before the node's: the trial is requeued onto its own slot,
+    and the scheduler frees it once the node is seen dead."""
+    sched, ctl, trials = make(FastestOnly())
+    live = {"hetune-worker:0", "hetune-worker:1"}
+    sched.liveness.live_resources = lambda: set(live)
+    chosen = sched.choose_trial_to_run(ctl)
+    chosen.status = Trial.RUNNING
+    report(sched, ctl, chosen, 1)
+    sched.on_trial_error(ctl, chosen)
+    chosen.status = Trial.PENDING
+    sched.on_trial_add(ctl, chosen)  # the node still looks alive: it restarts on its own slot
+    assert chosen.status == Trial.PENDING and sched.slots[1].trial is chosen
+    live.discard("hetune-worker:1")
+    sched.liveness._checked = -1e9
+    assert sched.choose_trial_to_run(ctl) is None
+    assert sched.slots[1].down and chosen.status == Trial.PAUSED and sched.trials[0].status == "paused"

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from conftest import REPO
+from conftest import REPO, kill_session
 from hetune.sim import strategies as strategy_registry
 from hetune.sim.engine import simulate
 from hetune.sim.loader import load_inputs
@@ -118,17 +118,44 @@ def test_bad_input(tmp_path, capsys, monkeypatch):
 
 
 @pytest.fixture
-def ray_head():
-    """A bare local Ray head (1 CPU, no device resources) reachable at 127.0.0.1:6391."""
+def ray_head(ray_address_file):
+    """A bare local Ray head (1 CPU, no device resources) reachable at 127.0.0.1:6391.
+
+    Started with --block in its own session and stopped through that session only: `ray stop`
+    would end every Ray process on the host, other users' and other runs' included.
+    """
+    import signal
+    import socket
+    import time
+
     env = dict(os.environ, RAY_AUTH_MODE="disabled")
-    port = "6391"
+    port = 6391
     ray_bin = os.path.join(os.path.dirname(sys.executable), "ray")
-    subprocess.run([ray_bin, "start", "--head", f"--port={port}", "--num-cpus=1", "--include-dashboard=false"],
-                   check=True, capture_output=True, env=env)
+    proc = subprocess.Popen([ray_bin, "start", "--head", f"--port={port}", "--num-cpus=1",
+                             "--include-dashboard=false", "--block"], env=env, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            time.sleep(0.5)
+        time.sleep(2)  # the GCS answers on its port a moment before the head's raylet has joined
         yield f"127.0.0.1:{port}"
     finally:
-        subprocess.run([ray_bin, "stop", "--force"], capture_output=True, env=env)
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            try:
+                os.killpg(proc.pid, sig)
+            except OSError:
+                break
+            try:
+                proc.wait(timeout=30)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+        time.sleep(1)
+        kill_session(proc.pid)  # whatever left its process group, by id
 
 
 def test_strategy_needing_device_types_the_ray_cluster_lacks(tmp_path, capsys, ray_head):
@@ -149,7 +176,7 @@ def test_sweep_cells_run_as_ray_tasks_on_an_existing_cluster(tmp_path, capsys, r
     assert (out / "sweep.csv").read_text() == (local / "sweep.csv").read_text()  # same cells, same results
 
 
-def test_interrupted_validate_resumes(tmp_path):
+def test_interrupted_validate_resumes(tmp_path, ray_address_file):
     """Ctrl-C keeps the journal and Tune's state; --resume continues from the trials' checkpoints."""
     import signal
     import time
@@ -195,20 +222,7 @@ def test_interrupted_validate_resumes(tmp_path):
     assert not journal.exists()
 
 
-def _descendants_of_session(sid: int) -> list[int]:
-    """Processes of session ``sid`` (a killed driver's Ray processes, started in its new session)."""
-    out = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                if os.getsid(int(entry)) == sid:
-                    out.append(int(entry))
-            except OSError:
-                pass
-    return out
-
-
-def test_validate_killed_with_sigkill_at_two_points_resumes(tmp_path):
+def test_validate_killed_with_sigkill_at_two_points_resumes(tmp_path, ray_address_file):
     """SIGKILL of the driver (no handler runs): --resume continues from Tune's saved state; no trial
     redoes more than one checkpoint interval, and the event log says what was redone."""
     import signal
@@ -229,11 +243,7 @@ def test_validate_killed_with_sigkill_at_two_points_resumes(tmp_path):
         assert proc.poll() is None, f"kill point {point}: the run ended before it"
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
-        for pid in _descendants_of_session(proc.pid):  # what the killed driver left running, by id
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
+        kill_session(proc.pid)  # what the killed driver left running, by id
         assert journal.is_file() and not (out / "summary.json").exists()
     before = [json.loads(line) for line in journal.read_text().splitlines() if line.endswith("}")]
     assert main(["validate", str(SMOKE), "--strategy", "tune-default", "--out", str(out), "--quiet", "--resume",
@@ -253,6 +263,35 @@ def test_validate_killed_with_sigkill_at_two_points_resumes(tmp_path):
 
 TINY = ["--quiet", "--set", "experiment.population=2", "--set", "experiment.stop_iterations=20",
         "--set", "experiment.checkpoint_interval=5", "--set", "pbt.perturbation_interval=10", *SMALL_BATCH]
+
+
+def test_a_node_lost_in_a_real_run_and_in_its_simulation(tmp_path, capsys):
+    """[faults] on the emulated cluster: the slow node is killed at 12 s and an identical one joins at
+    20 s. The run goes on, the events record the loss, and the simulation of the same loss agrees on
+    lost work within one checkpoint interval per failure; compare says what the loss accounts for."""
+    out = tmp_path / "lost"
+    trace = 'faults.trace=[{t_s = 12.0, node = "local-slow", down_s = 8.0}]'
+    assert main(["validate", str(SMOKE), "--strategy", "tune-default", "--out", str(out), *TINY,
+                 "--set", trace]) == 0
+    assert capsys.readouterr().err.strip() == ""  # Ray's traceback of the dead actor went to the log file
+    events = read_events(out / "events.jsonl")
+    assert {e["trial"] for e in events if e["kind"] == "stop"} == {0, 1}
+    gone = [e["t"] for e in events if e["kind"] == "worker_removed" and e["node"] == "local-slow"]
+    back = [e["t"] for e in events if e["kind"] == "worker_added" and e["node"] == "local-slow" and e["t"] > 0]
+    assert gone and 12.0 <= gone[0] < 16.0 and back and 20.0 <= back[0] < 24.0
+    assert not any(e["kind"] == "chunk" and e["node"] == "local-slow" and gone[0] < e["t"] - e["duration_s"]
+                   and e["t"] < back[0] for e in events)  # nothing trained on the lost node while it was gone
+    failures = [e for e in events if e["kind"] == "failure"]
+    assert failures, "the trial on the lost node failed and restarted"
+    assert main(["compare", str(out)]) == 0
+    assert "faults: failures real" in capsys.readouterr().out
+    f = json.loads((out / "fidelity.json").read_text())["faults"]
+    interval = 5  # TINY's checkpoint interval
+    for engine in ("real", "sim"):
+        assert 0 <= f["lost_iterations"][engine] <= interval * max(1, f["failures"][engine])
+    assert abs(f["lost_iterations"]["real"] - f["lost_iterations"]["sim"]) <= interval * max(
+        f["failures"]["real"], f["failures"]["sim"], 1)
+    assert f["sim_makespan_without_faults_s"] > 0
 
 
 @pytest.mark.parametrize("token", [False, True])
