@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -22,15 +23,33 @@ AUTH_HINT = ("if the cluster uses token authentication (the default of `ray star
              "its token (`ray get-auth-token` on the head node) to ~/.ray/auth_token or RAY_AUTH_TOKEN")
 
 
-def token_available() -> bool:
-    """Whether a Ray authentication token is available to this user (env or file)."""
-    if os.environ.get("RAY_AUTH_TOKEN"):
-        return True
+def read_token() -> str | None:
+    """The Ray authentication token available to this user, as Ray looks for it: ``RAY_AUTH_TOKEN``,
+    the file ``RAY_AUTH_TOKEN_PATH`` names, or ``~/.ray/auth_token``; None if none."""
+    if os.environ.get("RAY_AUTH_TOKEN", "").strip():
+        return os.environ["RAY_AUTH_TOKEN"].strip()
     path = os.environ.get("RAY_AUTH_TOKEN_PATH") or str(Path.home() / ".ray" / "auth_token")
     try:
-        return bool(Path(path).read_text().strip())
+        return Path(path).read_text().strip() or None
     except OSError:
-        return False
+        return None
+
+
+def token_available() -> bool:
+    """Whether a Ray authentication token is available to this user (env or file)."""
+    return read_token() is not None
+
+
+def _enable_token_mode() -> None:
+    """Token mode for this process and its children, as Ray does it itself: the environment, and
+    Ray's cached configuration and token (read when ray was imported) refreshed."""
+    os.environ["RAY_AUTH_MODE"] = "token"
+    try:
+        from ray._raylet import AuthenticationTokenLoader, Config
+    except ImportError:  # a Ray without token authentication
+        return
+    Config.initialize("")
+    AuthenticationTokenLoader.instance().reset_cache()
 
 
 def use_token_auth_if_available(address: str) -> bool:
@@ -41,8 +60,41 @@ def use_token_auth_if_available(address: str) -> bool:
         return mode.lower() == "token"
     if address in ("", "local") or not token_available():
         return False
-    os.environ["RAY_AUTH_MODE"] = "token"
+    _enable_token_mode()
     return True
+
+
+def token_auth_as_ray_init_does() -> None:
+    """Give a cluster this process starts itself (``ray.cluster_utils.Cluster``, the emulated one)
+    the authentication a new ``ray.init()`` cluster gets in Ray 2.60: token mode unless
+    RAY_AUTH_MODE says otherwise, with ~/.ray/auth_token (made if missing).
+
+    ``Cluster`` starts its nodes with whatever mode the environment holds, while Ray caches the
+    mode per process once any ``ray.init()`` ran; setting it up front keeps the nodes, their
+    workers and this driver in one mode (a mismatch cancels every trial's actor before it runs).
+    """
+    try:
+        from ray._private.authentication.authentication_token_setup import (
+            enable_token_auth_by_default, ensure_token_if_auth_enabled)
+    except ImportError:  # a Ray without token authentication
+        return
+    with quiet_logger("ray._private.authentication.authentication_token_setup"):  # Ray's notice of its default
+        if enable_token_auth_by_default():
+            ensure_token_if_auth_enabled({}, create_token_if_missing=True)
+
+
+class quiet_logger:
+    """Context: the named logger passes errors only (Ray's notices while hetune starts Ray)."""
+
+    def __init__(self, name: str) -> None:
+        self.log = logging.getLogger(name)
+
+    def __enter__(self) -> None:
+        self.level = self.log.level
+        self.log.setLevel(logging.ERROR)
+
+    def __exit__(self, *exc: Any) -> None:
+        self.log.setLevel(self.level)
 
 
 def init_ray(address: str = "", own: bool = False, **kwargs: Any):
@@ -62,16 +114,53 @@ def init_ray(address: str = "", own: bool = False, **kwargs: Any):
 
     check_reachable(address)
     token = use_token_auth_if_available("" if own else address)
+    # Joining a cluster, Ray's C++ client prints its retries straight to fd 2: kept for the message.
+    # A new local instance is left alone (its processes would inherit the redirection).
+    captured = _StderrTo() if address not in ("", "local") and not own else None
     try:
-        ray.init(address=address or None, log_to_driver=False, logging_level=logging.ERROR, **kwargs)
+        if captured is None:
+            ray.init(address=address or None, log_to_driver=False, logging_level=logging.ERROR, **kwargs)
+        else:
+            with captured:
+                ray.init(address=address, log_to_driver=False, logging_level=logging.ERROR, **kwargs)
     except Exception as exc:  # Ray raises several types for an unreachable or refusing cluster
         text = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
         auth = "" if token else f"; {AUTH_HINT}"
-        if "authentication" in str(exc).lower():
-            auth = f"; authentication failed: {AUTH_HINT}"
+        said = f"{exc} {captured.text() if captured else ''}".lower()
+        if "authentication" in said or "unauthenticated" in said or "invalidauthtoken" in said:
+            auth = (f"; authentication failed ({'the token was refused' if token else 'no token here'}): "
+                    f"{AUTH_HINT}")
         raise ConfigError("--address", "", f"cannot start or reach Ray at {address or 'local'!r} "
                           f"({type(exc).__name__}: {text}){auth}") from None
     return ray
+
+
+class _StderrTo:
+    """Context: file descriptor 2 goes to a temporary file (what native code prints included); the
+    text is kept for the error message. Left as is where fd 2 cannot be redirected."""
+
+    def __enter__(self) -> "_StderrTo":
+        import tempfile
+
+        self._file = tempfile.TemporaryFile(mode="w+b")
+        self._saved: int | None = None
+        try:
+            sys.stderr.flush()
+            self._saved = os.dup(2)
+            os.dup2(self._file.fileno(), 2)
+        except (OSError, ValueError):  # no real fd 2 (an embedding host): leave it
+            self._saved = None
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._saved is not None:
+            os.dup2(self._saved, 2)
+            os.close(self._saved)
+            self._saved = None
+
+    def text(self) -> str:
+        self._file.seek(0)
+        return self._file.read().decode("utf-8", "replace")
 
 
 class TuneOutput:

@@ -51,3 +51,4 @@ def _read(sock: socket.socket, n: int) -> bytes:
     except socket.timeout:
         pass
     return data
+

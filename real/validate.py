@@ -63,31 +63,6 @@ def _check_slots(ray: Any, slots: dict[str, dict[str, float]], strategy: str) ->
                           f"ray start --resources '{json.dumps(res)}' (every node's line: hetune slots EXP --strategy {strategy})")
 
 
-def _token_auth_as_ray_init_does() -> None:
-    """Give the emulated cluster the authentication a new ``ray.init()`` cluster gets in Ray 2.60:
-    token mode unless RAY_AUTH_MODE says otherwise, with ~/.ray/auth_token (made if missing).
-
-    ``ray.cluster_utils.Cluster`` starts its nodes with whatever mode the environment holds, while
-    Ray caches the mode per process once any ``ray.init()`` ran; setting it up front keeps the nodes,
-    their workers and this driver in one mode (a mismatch cancels every trial's actor before it runs).
-    """
-    try:
-        from ray._private.authentication.authentication_token_setup import (
-            enable_token_auth_by_default, ensure_token_if_auth_enabled)
-    except ImportError:  # a Ray without token authentication
-        return
-    import logging
-
-    log = logging.getLogger("ray._private.authentication.authentication_token_setup")
-    level = log.level
-    log.setLevel(logging.ERROR)  # Ray's notice of its own default stays out of the terminal
-    try:
-        if enable_token_auth_by_default():
-            ensure_token_if_auth_enabled({}, create_token_if_missing=True)
-    finally:
-        log.setLevel(level)
-
-
 def _faults(inputs: RunInputs, emulated: Any, log: Any, seed: int, resume: bool) -> list[Any]:
     """Callbacks replaying the experiment's ``[faults]`` on the emulated cluster (real/node_faults.py),
     recorded as the simulator records them; none on a real cluster (its own failures are recorded
@@ -110,7 +85,7 @@ def _faults(inputs: RunInputs, emulated: Any, log: Any, seed: int, resume: bool)
 
 def _start_ray(inputs: RunInputs, address: str, storage: Path, shared: bool,
                slots: dict[str, dict[str, float]] | None = None):
-    from hetune.real.ray_init import init_ray
+    from hetune.real.ray_init import init_ray, quiet_logger, token_auth_as_ray_init_does
 
     if address:
         ray = init_ray(address)
@@ -127,8 +102,9 @@ def _start_ray(inputs: RunInputs, address: str, storage: Path, shared: bool,
     if any(cluster.devices[g.device].kind == "gpu" for _, g in cluster.node_names()):
         raise ConfigError(inputs.experiment.cluster.path, "nodes", "has GPU nodes, which cannot be emulated on "
                           "this machine; run on a Ray cluster with those GPUs (--address)")
-    _token_auth_as_ray_init_does()
-    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 0})
+    token_auth_as_ray_init_does()
+    with quiet_logger("ray._private.utils"):  # "Overwriting previous Ray address" of another instance
+        c = Cluster(initialize_head=True, head_node_args={"num_cpus": 0})
     c.hetune_nodes = {}  # node name -> (handle, add_node arguments): what a simulated fault removes and re-adds
     for name, g in cluster.node_names():
         args = {"num_cpus": g.cpus, "resources": {f"device:{g.device}": float(g.cpu_workers()),

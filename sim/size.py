@@ -39,8 +39,28 @@ def estimate(inputs: RunInputs) -> SizeEstimate:
     interval = min(inputs.experiment.pbt.perturbation_interval, info.checkpoint_interval)
     chunks = -(-info.stop_iterations // interval)
     devices = sum(n.count * (n.gpus or n.cpus) for n in inputs.cluster.nodes)
-    events = info.population * chunks * EVENTS_PER_CHUNK + 2 * devices
+    events = info.population * chunks * EVENTS_PER_CHUNK + 2 * devices + _fault_events(inputs, devices)
     return SizeEstimate(events, events * BYTES_PER_EVENT + devices * BYTES_PER_DEVICE, devices)
+
+
+def _fault_events(inputs: RunInputs, devices: int) -> int:
+    """Events the experiment's drawn node failures add: two per device and outage, over a horizon
+    of every iteration run one after another on the slowest device type, spread over the devices
+    (a pessimistic makespan). A trace adds its own length."""
+    faults = inputs.experiment.faults
+    if not faults.enabled:
+        return 0
+    info = inputs.experiment.experiment
+    step = inputs.calibration.step_time_fn(info.model, info.batch_size, inputs.cluster, inputs.source)
+    slowest = max(step(d, 1) for d in {n.device for n in inputs.cluster.nodes})
+    horizon_s = info.population * info.stop_iterations * slowest / max(1, devices)
+    events = 2 * devices * len(faults.trace)
+    for n in inputs.cluster.nodes:
+        model = faults.devices.get(n.device)
+        if model is not None:
+            cycles = horizon_s / (model.mtbf_s + model.replace_s) + 1
+            events += int(2 * n.count * (n.gpus or n.cpus) * cycles)
+    return events
 
 
 def check_size(inputs: RunInputs, max_events: int, flag: str = "--max-events") -> SizeEstimate:
@@ -58,6 +78,7 @@ def check_size(inputs: RunInputs, max_events: int, flag: str = "--max-events") -
         info = inputs.experiment.experiment
         raise ConfigError(inputs.source, "", f"too large to simulate: about {est.events:,} events and "
                           f"{est.memory_bytes / 2**30:,.1f} GiB ({info.population:,} trials x "
-                          f"{info.stop_iterations:,} iterations, {est.devices:,} devices), over the limit of "
+                          f"{info.stop_iterations:,} iterations, {est.devices:,} devices"
+                          f"{', node failures of [faults]' if inputs.experiment.faults.enabled else ''}), over the limit of "
                           f"{max_events:,} events; raise it with {flag} N to run anyway")
     return est

@@ -142,3 +142,11 @@ def test_a_sweep_reports_failures_per_strategy(tmp_path, capsys):
     assert "failures/lost trials" in text
     header = (out / "sweep.csv").read_text().splitlines()[0].split(",")
     assert {"failures", "trials_failed", "lost_iterations"} <= set(header)
+
+
+def test_failures_too_frequent_to_simulate_are_refused_with_the_estimate(tmp_path, capsys):
+    code = main(["simulate", str(EXP), "--out", str(tmp_path / "x"), "--set", "faults.devices.k80.mtbf_s=0.001",
+                 "--set", "faults.devices.k80.replace_s=0"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "node failures of [faults]" in err[0] and "--max-events" in err[0]
+    assert not (tmp_path / "x").exists()

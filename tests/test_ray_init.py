@@ -54,3 +54,65 @@ def test_token_auth_is_used_when_a_token_is_available(tmp_path, monkeypatch):
     assert os.environ["RAY_AUTH_MODE"] == "token"
     monkeypatch.setenv("RAY_AUTH_MODE", "disabled")  # the user's choice is respected
     assert not use_token_auth_if_available("10.0.0.1:6379")
+
+
+@pytest.mark.slow
+@pytest.mark.ray
+def test_a_head_started_the_usual_way_is_joined_with_its_token(tmp_path, ray_address_file):
+    """`ray start --head` on a host with a token in ~/.ray/auth_token (Ray 2.60 turns token
+    authentication on then; `ray.init()` and `ray get-auth-token --generate` leave one there):
+    `--address` works for a user who has the token and fails in one line, naming authentication,
+    for one who has not."""
+    import signal
+    import socket
+    import subprocess
+    import sys
+
+    from conftest import REPO, kill_session
+
+    home = tmp_path / "home"
+    (home / ".ray").mkdir(parents=True)
+    (home / ".ray" / "auth_token").write_text("5f2c9d0e8b7a41c3a6e4d2b1f0c9e8d7\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_AUTH") and k != "RAY_ADDRESS"}
+    env["HOME"] = str(home)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    ray_bin = os.path.join(os.path.dirname(sys.executable), "ray")
+    head = subprocess.Popen([ray_bin, "start", "--head", f"--port={port}", "--num-cpus=1",
+                             "--include-dashboard=false", "--block"], env=env, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.time() + 90
+        while time.time() < deadline:
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            time.sleep(0.5)
+        time.sleep(3)  # the head's raylet joins a moment after the GCS answers
+        exp = REPO / "configs/experiments/pbt-resnet18-cifar10.toml"
+        sweep = [sys.executable, "-m", "hetune.cli", "sweep", str(exp), "--strategies", "hrfs", "--seeds", "1",
+                 "--quiet", "--address", f"127.0.0.1:{port}"]
+        ok = subprocess.run(sweep + ["--out", str(tmp_path / "with-token")], env=env, cwd=tmp_path,
+                            capture_output=True, text=True, timeout=300)
+        assert ok.returncode == 0, ok.stderr[-1500:]
+        assert (tmp_path / "with-token" / "sweep.csv").is_file()
+        stranger = tmp_path / "stranger"
+        stranger.mkdir()
+        t0 = time.time()
+        no = subprocess.run(sweep + ["--out", str(tmp_path / "without")], env=dict(env, HOME=str(stranger)),
+                            cwd=tmp_path, capture_output=True, text=True, timeout=120)
+        lines = no.stderr.strip().splitlines()
+        assert no.returncode == 2 and len(lines) == 1 and "authentication" in lines[0], no.stderr[-1500:]
+        assert time.time() - t0 < 30  # Python and Ray's import included
+        assert not (tmp_path / "without").exists()
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            try:
+                os.killpg(head.pid, sig)
+                head.wait(timeout=30)
+                break
+            except (OSError, subprocess.TimeoutExpired):
+                continue
+        time.sleep(1)
+        kill_session(head.pid)
