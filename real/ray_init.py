@@ -19,8 +19,9 @@ from typing import Any
 from hetune.real.reach import check_reachable
 from hetune.sim.errors import ConfigError
 
-AUTH_HINT = ("if the cluster uses token authentication (the default of `ray start --head` in Ray 2.60), copy "
-             "its token (`ray get-auth-token` on the head node) to ~/.ray/auth_token or RAY_AUTH_TOKEN")
+AUTH_HINT = ("if the cluster uses token authentication (Ray 2.60 turns it on for `ray start --head` where the "
+             "head has a token), copy its token (`ray get-auth-token` on the head node) to ~/.ray/auth_token "
+             "or RAY_AUTH_TOKEN")
 
 
 def read_token() -> str | None:
