@@ -44,8 +44,13 @@ class EventLog:
         self.slot_of: dict[int, int] = {}  # trial -> worker slot
         self.placed: dict[int, int] | None = None  # trial -> slot, when a StrategyScheduler places trials
         self.state: dict[int, dict[str, Any]] = {}
-        for i, w in enumerate(workers):
-            self.add(make_event(0.0, "worker_added", worker=i, node=w.node, device=w.device, devices=w.devices))
+        for i in range(len(workers)):
+            self.worker_event(0.0, "worker_added", i)
+
+    def worker_event(self, t: float, kind: str, worker: int) -> None:
+        """Record ``worker_added`` or ``worker_removed`` for worker ``worker`` at run time ``t``, seconds."""
+        w = self.workers[worker]
+        self.add(make_event(t, kind, worker=worker, node=w.node, device=w.device, devices=w.devices))
 
     def add(self, ev: dict[str, Any]) -> None:
         """Record one event (and journal it)."""
@@ -240,9 +245,8 @@ class RecorderCallback(Callback):
 
     def on_experiment_end(self, trials: list, **info: Any) -> None:
         end = max([e["t"] for e in self.log.events] + [0.0])
-        for i, w in enumerate(self.log.workers):
-            self.log.add(make_event(end, "worker_removed", worker=i, node=w.node, device=w.device,
-                                    devices=w.devices))
+        for i in range(len(self.log.workers)):
+            self.log.worker_event(end, "worker_removed", i)
 
 
 def _hp(config: dict[str, Any]) -> dict[str, float]:

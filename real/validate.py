@@ -71,13 +71,12 @@ def _faults(inputs: RunInputs, emulated: Any, log: Any, seed: int, resume: bool)
     if emulated is None or resume or not faults.enabled:
         return []
     from hetune.real.node_faults import EmulatedNodeFaults
-    from hetune.sim.events import make_event
     from hetune.sim.faults import node_outages
 
     def record(node: str, kind: str, wall: float) -> None:
         for i, w in enumerate(log.workers):
             if w.node == node:
-                log.add(make_event(log.now(wall), kind, worker=i, node=w.node, device=w.device, devices=w.devices))
+                log.worker_event(log.now(wall), kind, i)
 
     return [EmulatedNodeFaults(emulated, emulated.hetune_nodes, node_outages(faults, inputs.cluster, seed),
                                lambda: log.t0, record)]
@@ -140,7 +139,6 @@ def run_validate(experiment: str, overrides: list[str], strategy: str, out: Path
     from hetune.real.cifar import load_cifar, write_synthetic
     from hetune.real.placement import placement
     from hetune.real.recorder import EventLog, RecorderCallback, RecordingPBT
-    from hetune.sim.events import make_event
     from hetune.real.status import StatusCallback
     from hetune.real.checkpoints import PruneCheckpoints
     from hetune.real.trainable import SETUP_KEY, PBTTrainable
@@ -213,9 +211,8 @@ def run_validate(experiment: str, overrides: list[str], strategy: str, out: Path
                                on_decision=lambda slot, decision: log.decision(slot.id, decision),
                                # on a real cluster the loss of a node is recorded when the scheduler sees it;
                                # on the emulated one, where hetune removes it, at that moment (_faults)
-                               on_worker=None if emulated is not None else lambda slot, kind: log.add(make_event(
-                                   log.now(), kind, worker=slot.id, node=slot.node, device=slot.device,
-                                   devices=slot.devices)),
+                               on_worker=None if emulated is not None else lambda slot, kind: log.worker_event(
+                                   log.now(), kind, slot.id),
                                state_path=out / "strategy-state.pkl")
         if not plain:
             log.placed = scheduler.last_slot  # the recorder files each chunk under the slot it ran on

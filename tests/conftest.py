@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import itertools
 import os
 import signal
+import socket
+import subprocess
+import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -76,6 +81,43 @@ def kill_session(sid: int) -> None:
                     os.kill(int(entry), signal.SIGKILL)
             except OSError:
                 pass
+
+
+@contextlib.contextmanager
+def ray_head_process(port: int, env: dict[str, str], settle_s: float = 2.0):
+    """A local Ray head (1 CPU) at 127.0.0.1:``port``, yielding its address.
+
+    Started with ``ray start --head --block`` in its own session and stopped through that session
+    only: `ray stop` would end every Ray process on the host, other users' and other runs' included.
+
+    Args:
+        port: the GCS port.
+        env: the head's environment (HOME and RAY_AUTH_* decide its authentication).
+        settle_s: seconds to wait after the port answers (the head's raylet joins a moment later).
+    """
+    ray_bin = os.path.join(os.path.dirname(sys.executable), "ray")
+    proc = subprocess.Popen([ray_bin, "start", "--head", f"--port={port}", "--num-cpus=1",
+                             "--include-dashboard=false", "--block"], env=env, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.time() + 90
+        while time.time() < deadline:
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            time.sleep(0.5)
+        time.sleep(settle_s)
+        yield f"127.0.0.1:{port}"
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            try:
+                os.killpg(proc.pid, sig)
+                proc.wait(timeout=30)
+                break
+            except (OSError, subprocess.TimeoutExpired):
+                continue
+        time.sleep(1)
+        kill_session(proc.pid)  # whatever left its process group, by id
 
 
 @pytest.fixture

@@ -63,12 +63,11 @@ def test_a_head_started_the_usual_way_is_joined_with_its_token(tmp_path, ray_add
     authentication on then; `ray.init()` and `ray get-auth-token --generate` leave one there):
     `--address` works for a user who has the token and fails in one line, naming authentication,
     for one who has not."""
-    import signal
     import socket
     import subprocess
     import sys
 
-    from conftest import REPO, kill_session
+    from conftest import REPO, ray_head_process
 
     home = tmp_path / "home"
     (home / ".ray").mkdir(parents=True)
@@ -78,21 +77,10 @@ def test_a_head_started_the_usual_way_is_joined_with_its_token(tmp_path, ray_add
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    ray_bin = os.path.join(os.path.dirname(sys.executable), "ray")
-    head = subprocess.Popen([ray_bin, "start", "--head", f"--port={port}", "--num-cpus=1",
-                             "--include-dashboard=false", "--block"], env=env, start_new_session=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.time() + 90
-        while time.time() < deadline:
-            with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            time.sleep(0.5)
-        time.sleep(3)  # the head's raylet joins a moment after the GCS answers
+    with ray_head_process(port, env, settle_s=3.0) as address:
         exp = REPO / "configs/experiments/pbt-resnet18-cifar10.toml"
         sweep = [sys.executable, "-m", "hetune.cli", "sweep", str(exp), "--strategies", "hrfs", "--seeds", "1",
-                 "--quiet", "--address", f"127.0.0.1:{port}"]
+                 "--quiet", "--address", address]
         ok = subprocess.run(sweep + ["--out", str(tmp_path / "with-token")], env=env, cwd=tmp_path,
                             capture_output=True, text=True, timeout=300)
         assert ok.returncode == 0, ok.stderr[-1500:]
@@ -106,13 +94,3 @@ def test_a_head_started_the_usual_way_is_joined_with_its_token(tmp_path, ray_add
         assert no.returncode == 2 and len(lines) == 1 and "authentication" in lines[0], no.stderr[-1500:]
         assert time.time() - t0 < 30  # Python and Ray's import included
         assert not (tmp_path / "without").exists()
-    finally:
-        for sig in (signal.SIGTERM, signal.SIGKILL):
-            try:
-                os.killpg(head.pid, sig)
-                head.wait(timeout=30)
-                break
-            except (OSError, subprocess.TimeoutExpired):
-                continue
-        time.sleep(1)
-        kill_session(head.pid)

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from conftest import REPO, kill_session
+from conftest import REPO, kill_session, ray_head_process
 from hetune.sim import strategies as strategy_registry
 from hetune.sim.engine import simulate
 from hetune.sim.loader import load_inputs
@@ -119,43 +119,9 @@ def test_bad_input(tmp_path, capsys, monkeypatch):
 
 @pytest.fixture
 def ray_head(ray_address_file):
-    """A bare local Ray head (1 CPU, no device resources) reachable at 127.0.0.1:6391.
-
-    Started with --block in its own session and stopped through that session only: `ray stop`
-    would end every Ray process on the host, other users' and other runs' included.
-    """
-    import signal
-    import socket
-    import time
-
-    env = dict(os.environ, RAY_AUTH_MODE="disabled")
-    port = 6391
-    ray_bin = os.path.join(os.path.dirname(sys.executable), "ray")
-    proc = subprocess.Popen([ray_bin, "start", "--head", f"--port={port}", "--num-cpus=1",
-                             "--include-dashboard=false", "--block"], env=env, start_new_session=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.time() + 60
-        while time.time() < deadline:
-            with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            time.sleep(0.5)
-        time.sleep(2)  # the GCS answers on its port a moment before the head's raylet has joined
-        yield f"127.0.0.1:{port}"
-    finally:
-        for sig in (signal.SIGTERM, signal.SIGKILL):
-            try:
-                os.killpg(proc.pid, sig)
-            except OSError:
-                break
-            try:
-                proc.wait(timeout=30)
-                break
-            except subprocess.TimeoutExpired:
-                continue
-        time.sleep(1)
-        kill_session(proc.pid)  # whatever left its process group, by id
+    """A bare local Ray head (1 CPU, no device resources, no authentication) at 127.0.0.1:6391."""
+    with ray_head_process(6391, dict(os.environ, RAY_AUTH_MODE="disabled")) as address:
+        yield address
 
 
 def test_strategy_needing_device_types_the_ray_cluster_lacks(tmp_path, capsys, ray_head):
