@@ -58,11 +58,15 @@ def cmd_curves(args: argparse.Namespace) -> int:
     from hetune.calibrate.curves import write_curves
 
     claim_file(Path(args.out), force=args.force, keep_flags="")
+    from hetune.calibrate.curves import describe
+
     params, stats = write_curves(args.events, Path(args.out), args.model, args.dataset,
                                  Path(args.calibration) if args.calibration else None)
     print(f"{args.model}: max_accuracy {params.max_accuracy:.3f}, tau {params.tau_iterations:.1f} iterations, "
-          f"lr_opt {params.lr_opt:.4g}, width {params.width_decades} decades, noise {params.noise_std:.3f} "
+          f"lr_opt {params.lr_opt:.4g}, width {params.width_decades:.3g} decades, noise {params.noise_std:.3f} "
           f"(RMSE {stats['rmse']:.4f} over {stats['points']} accuracies) -> {args.out}")
+    for line in describe(params, stats):
+        print(f"  {line}")
     return 0
 
 

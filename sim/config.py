@@ -235,6 +235,8 @@ class SensitivityRanges:
         width_decades: the surrogate's lr tolerance.
         tau_iterations: the surrogate's learning speed.
         noise_std: the surrogate's evaluation noise.
+        noise_batch: the surrogate's gradient noise scale (how much a bigger batch gains per
+            iteration; cited to an order of magnitude only).
         seed: seed of the worlds drawn.
     """
 
@@ -245,9 +247,11 @@ class SensitivityRanges:
     width_decades: tuple[float, ...] = (0.67, 1.5)
     tau_iterations: tuple[float, ...] = (0.8, 1.25)
     noise_std: tuple[float, ...] = (0.5, 2.0)
+    noise_batch: tuple[float, ...] = (0.25, 4.0)
     seed: int = 0
 
-    RANGES = ("step_time", "scaling", "overheads", "lr_opt", "width_decades", "tau_iterations", "noise_std")
+    RANGES = ("step_time", "scaling", "overheads", "lr_opt", "width_decades", "tau_iterations", "noise_std",
+              "noise_batch")
 
     def check(self) -> Iterator[tuple[str, str]]:
         for name in self.RANGES:

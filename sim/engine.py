@@ -65,7 +65,7 @@ class Simulation(ExploitSteps, FaultSteps):
         self.info = exp.experiment
         self.pbt = exp.pbt
         # Curves fitted from real runs (calibration [curves.<model>]) beat the experiment's guess.
-        params = inputs.calibration.curves.get(self.info.model, exp.surrogate)
+        params = inputs.calibration.curves.get(self.info.model, exp.surrogate).at_batch(self.info.batch_size)
         self.model: PopulationModel = population or SurrogatePopulation(params, self.pbt)
         self.hooks = list(hooks)
         self.population = self.model.population(self.info.population)

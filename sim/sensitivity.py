@@ -49,7 +49,7 @@ def draw_world(inputs: RunInputs, world: int) -> dict[str, Any]:
     return {"step_time": {d: factor(ranges.step_time) for d in devices},
             "overheads": {d: factor(ranges.overheads) for d in devices},
             **{k: factor(getattr(ranges, k)) for k in ("scaling", "lr_opt", "width_decades", "tau_iterations",
-                                                       "noise_std")}}
+                                                       "noise_std", "noise_batch")}}
 
 
 def perturb(inputs: RunInputs, f: dict[str, Any]) -> RunInputs:
@@ -71,7 +71,7 @@ def perturb(inputs: RunInputs, f: dict[str, Any]) -> RunInputs:
     def curve(p):
         return dataclasses.replace(p, lr_opt=p.lr_opt * f["lr_opt"], width_decades=p.width_decades * f["width_decades"],
                                    tau_iterations=p.tau_iterations * f["tau_iterations"],
-                                   noise_std=p.noise_std * f["noise_std"])
+                                   noise_std=p.noise_std * f["noise_std"], noise_batch=p.noise_batch * f["noise_batch"])
 
     calibration = dataclasses.replace(inputs.calibration, models=models,
                                       curves={m: curve(p) for m, p in inputs.calibration.curves.items()})

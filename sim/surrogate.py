@@ -16,18 +16,34 @@ The accuracy the trial reports after the chunk is
 
 so bad learning rates are visibly worse (they progress slower), the curve
 saturates like real training, and exploit copies a donor's state by copying
-its ``p``. Defaults are for ResNet-18 on CIFAR-10 at batch 512 with SGD: a
-tuned run (lr 0.1, momentum 0.9, lr_eff 1.0) reaches about 85% at 1000
-iterations (about 10 epochs), in line with the HRFS setup where STOP_ACC = 0.8
-is reachable within STOP_ITER = 1000; lr_eff ten times off costs about 75% of
-progress (width 0.6 decades). They are a documented guess until fitted from
-real runs (``hetune calibrate curves``).
+its ``p``.
+
+Batch size. ``tau_iterations``, ``lr_opt`` and ``diverge_lr`` are stated at
+``ref_batch`` examples per iteration. At another global batch ``B`` the
+simulator uses McCandlish et al.'s empirical model of large-batch training
+(arXiv:1812.06162, eq. 2.7-2.11): the steps needed fall as
+``S_min * (1 + B_noise / B)`` and the best step size grows as
+``eps_max / (1 + B_noise / B)``, so with
+
+    s(B) = (1 + noise_batch / ref_batch) / (1 + noise_batch / B)
+
+one iteration at ``B`` makes ``s(B)`` times the progress of one at
+``ref_batch`` and the learning-rate optimum and divergence point move by the
+same factor (the linear scaling rule of Goyal et al., arXiv:1706.02677, for
+``B`` well under ``noise_batch``; no gain per iteration beyond it).
+``ref_batch = 0`` states the curve at the experiment's own batch (no
+adjustment): what ``hetune calibrate curves`` writes when the recorded runs
+used one batch size only.
+
+The shipped experiments cite where their numbers come from in their
+``[surrogate]`` comments; ``hetune calibrate curves`` fits them from
+recorded runs.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Iterator, Mapping
 
 import numpy as np
@@ -45,6 +61,10 @@ class SurrogateParams:
         width_decades: standard deviation of the quality bell, in decades of lr_eff.
         diverge_lr: effective learning rate above which training makes no progress.
         noise_std: standard deviation of evaluation noise, in accuracy units.
+        ref_batch: global batch (examples per iteration) at which tau_iterations, lr_opt and
+            diverge_lr are stated; 0: the experiment's own batch.
+        noise_batch: McCandlish et al.'s gradient noise scale B_noise, in examples: batches well
+            under it scale linearly, batches above it gain little per iteration.
     """
 
     chance_accuracy: float = 0.1
@@ -54,6 +74,22 @@ class SurrogateParams:
     width_decades: float = 0.6
     diverge_lr: float = 50.0
     noise_std: float = 0.01
+    ref_batch: float = 0.0
+    noise_batch: float = 1000.0
+
+    def batch_factor(self, batch: float) -> float:
+        """s(B): progress per iteration at global batch ``batch`` relative to ``ref_batch``."""
+        if self.ref_batch <= 0 or batch <= 0:
+            return 1.0
+        return (1.0 + self.noise_batch / self.ref_batch) / (1.0 + self.noise_batch / batch)
+
+    def at_batch(self, batch: float) -> "SurrogateParams":
+        """These parameters restated at global batch ``batch`` (ref_batch becomes 0: no further change)."""
+        if self.ref_batch <= 0:
+            return self
+        s = self.batch_factor(batch)
+        return replace(self, tau_iterations=self.tau_iterations / s, lr_opt=self.lr_opt * s,
+                       diverge_lr=self.diverge_lr * s, ref_batch=0.0)
 
     def check(self) -> Iterator[tuple[str, str]]:
         if not 0 <= self.chance_accuracy < self.max_accuracy <= 1:
@@ -63,6 +99,10 @@ class SurrogateParams:
                 yield name, f"must be > 0, got {getattr(self, name)}"
         if self.noise_std < 0:
             yield "noise_std", f"must be >= 0, got {self.noise_std}"
+        if self.ref_batch < 0:
+            yield "ref_batch", f"must be >= 0 (0: the experiment's batch), got {self.ref_batch}"
+        if self.noise_batch <= 0:
+            yield "noise_batch", f"must be > 0, got {self.noise_batch}"
 
 
 def quality(params: SurrogateParams, config: Mapping[str, float]) -> float:

@@ -63,6 +63,7 @@ def test_calibrate_curves_recovers_the_surrogate(tmp_path, capsys):
         out = tmp_path / f"run{seed}"
         assert main(["simulate", str(EXP), "--strategy", "tune-default", "--seed", str(seed), "--out", str(out),
                      "--set", "surrogate.noise_std=0.002", "--set", "surrogate.tau_iterations=300",
+                     "--set", "surrogate.ref_batch=0",  # stated at the run's own batch, as the fit states it
                      "--set", "surrogate.max_accuracy=0.9"]) == 0
         runs.append(str(out))
     cal = tmp_path / "curves.toml"
@@ -74,3 +75,51 @@ def test_calibrate_curves_recovers_the_surrogate(tmp_path, capsys):
     # the simulator reads them: --set calibration.path uses the fitted curves
     assert main(["simulate", str(EXP), "--set", f"calibration.path={cal}", "--out", str(tmp_path / "s")]) == 0
     assert "curves" in tomllib.loads(cal.read_text())
+
+
+def test_calibrate_curves_fits_the_batch_size_effect_and_divergence(tmp_path, capsys):
+    # Runs at two batch sizes from a curve with a known gradient noise scale and divergence point;
+    # the fit must find both (and the other parameters), stated at the smaller batch.
+    known = ["--set", "surrogate.ref_batch=128", "--set", "surrogate.noise_batch=256",
+             "--set", "surrogate.tau_iterations=600", "--set", "surrogate.max_accuracy=0.9",
+             "--set", "surrogate.diverge_lr=5", "--set", "surrogate.noise_std=0.01",
+             "--set", "experiment.target_accuracy=0.95"]
+    runs = []
+    for batch in (128, 512):
+        out = tmp_path / f"b{batch}"
+        assert main(["simulate", str(EXP), "--strategy", "tune-default", "--seed", "1", "--out", str(out),
+                     "--set", f"experiment.batch_size={batch}", *known]) == 0
+        runs.append(str(out))
+    cal = tmp_path / "curves.toml"
+    assert main(["calibrate", "curves", *runs, "--out", str(cal)]) == 0
+    fitted = load_calibration(cal).curves["resnet18"]
+    assert fitted.ref_batch == 128
+    assert fitted.noise_batch == pytest.approx(256, rel=0.5)
+    assert fitted.diverge_lr == pytest.approx(5, rel=0.3)
+    assert fitted.lr_opt == pytest.approx(1.0, rel=0.3)
+    assert fitted.tau_iterations == pytest.approx(600, rel=0.2)
+    assert 0.005 < fitted.noise_std < 0.02
+    assert "gradient noise scale fitted" in capsys.readouterr().out
+    # the simulator restates the fitted curve at each experiment's batch
+    assert fitted.at_batch(512).tau_iterations < fitted.tau_iterations
+    # a run whose batch is unknown beside runs of several batch sizes is refused in one line
+    (tmp_path / "bare").mkdir()
+    (tmp_path / "bare" / "events.jsonl").write_text((tmp_path / "b128" / "events.jsonl").read_text())
+    assert main(["calibrate", "curves", *runs, str(tmp_path / "bare" / "events.jsonl"), "--calibration",
+                 str(tmp_path / "b128" / "calibration.toml"), "--out", str(tmp_path / "x.toml")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "batch size is unknown" in err[0] and not (tmp_path / "x.toml").exists()
+
+
+def test_the_batch_size_effect_follows_the_noise_scale_model():
+    from hetune.sim.surrogate import SurrogateParams
+
+    p = SurrogateParams(ref_batch=128, noise_batch=1000, tau_iterations=1000, lr_opt=1.0, diverge_lr=10)
+    s = (1 + 1000 / 128) / (1 + 1000 / 512)
+    at = p.at_batch(512)
+    assert at.tau_iterations == pytest.approx(1000 / s) and at.lr_opt == pytest.approx(s)
+    assert at.diverge_lr == pytest.approx(10 * s) and at.ref_batch == 0 and at.at_batch(8) == at
+    assert p.at_batch(128) == SurrogateParams(tau_iterations=1000, lr_opt=1.0, diverge_lr=10, noise_batch=1000)
+    # far past the noise scale a bigger batch gains (almost) nothing per iteration: never more than B/ref
+    assert p.batch_factor(10**6) < (1 + 1000 / 128) and p.batch_factor(256) < 2
+    assert SurrogateParams().at_batch(512) == SurrogateParams()  # ref_batch 0: stated at the experiment's batch
