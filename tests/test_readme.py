@@ -80,3 +80,20 @@ def test_the_ray_tune_example_runs_as_written(monkeypatch, tmp_path):
         assert set(scheduler.last_slot.values()) == {0, 1}  # rank-aware used both workers
     finally:
         ray.shutdown()
+
+
+def test_the_quick_start_prints_what_the_readme_shows(tmp_path, capsys, monkeypatch):
+    # Every strategy claim of the Quick start is the output of its command: rerun each one and compare.
+    from hetune.cli import main
+
+    monkeypatch.chdir(tmp_path)  # result folders land here, as they would in the user's checkout
+    block = re.search(r"## Quick start\n\n```\n(.*?)```", README, re.S).group(1)
+    commands = re.split(r"^\$ ", block, flags=re.M)[1:]
+    assert len(commands) >= 2
+    for chunk in commands:
+        command, *shown = chunk.rstrip("\n").split("\n")
+        args = command.split()
+        assert args[0] == "hetune"
+        assert main(args[1:]) == 0
+        printed = [line.rstrip() for line in capsys.readouterr().out.strip().splitlines()]
+        assert printed == [line.rstrip() for line in shown], command
