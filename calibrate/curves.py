@@ -30,6 +30,7 @@ GRID = {
     "lr_opt": np.geomspace(1e-3, 100, 21),
     "width_decades": np.array([0.3, 0.45, 0.6, 0.8, 1.0, 1.5, 2.5]),
 }
+SHAPE_GRID = np.array([0.5, 0.7, 1.0, 1.4, 2.0, 2.8, 4.0])  # the curve's exponent, scanned with tau
 NOISE_BATCH_GRID = np.geomspace(4, 16384, 13)  # examples; scanned only when the runs used several batch sizes
 DIVERGE_STEPS = np.geomspace(1.25, 1000, 30)  # diverge_lr candidates, as multiples of the fitted lr_opt
 
@@ -56,7 +57,7 @@ def _replay(runs: list[Run], g: dict[str, np.ndarray], chance: float, ref_batch:
     """Squared errors of every parameter set in ``g`` over the recorded accuracies.
 
     ``g`` maps each SurrogateParams field fitted here (max_accuracy, tau_iterations, lr_opt,
-    width_decades, diverge_lr, noise_batch) to an array, one entry per parameter set; the curve is
+    width_decades, shape, diverge_lr, noise_batch) to an array, one entry per parameter set; the curve is
     stated at ``ref_batch`` and each run trains at its own batch (sim/surrogate.py's s(B)).
 
     Returns:
@@ -89,7 +90,7 @@ def _replay(runs: list[Run], g: dict[str, np.ndarray], chance: float, ref_batch:
                 ckpt[(t, int(e["iteration"]))] = progress[t].copy()
                 if not _evaluated(e):
                     continue
-                pred = chance + (g["max_accuracy"] - chance) * (1.0 - np.exp(-progress[t] / tau))
+                pred = chance + (g["max_accuracy"] - chance) * (1.0 - np.exp(-((progress[t] / tau) ** g["shape"])))
                 r = float(e["accuracy"]) - pred
                 sse += r * r
                 n += 1
@@ -129,8 +130,9 @@ def fit_curves(runs: list[Run], chance: float, diverge_lr: float = 50.0,
                noise_batch: float = 1000.0) -> tuple[SurrogateParams, dict[str, Any]]:
     """Best surrogate parameters for the recorded runs and what the data identified.
 
-    1. a coarse grid over max_accuracy, tau, lr_opt and width with no divergence (when the runs used
-       more than one batch size, then the gradient noise scale alone, then the grid again); 2. diverge_lr scanned above the fitted
+    1. a coarse grid over max_accuracy, tau, lr_opt and width with no divergence and shape 1; then
+       the shape with max_accuracy and tau; then (when the runs used more than one batch size) the
+       gradient noise scale alone; then the grid again; 2. diverge_lr scanned above the fitted
        optimum: kept only where the data show it (trials at a higher effective lr that did not learn);
        3. a fine grid one coarse step around the best point. Evaluation noise is measured from
        consecutive evaluations of one trial: residuals r_k, r_k+1 differ by noise twice over while a
@@ -150,12 +152,16 @@ def fit_curves(runs: list[Run], chance: float, diverge_lr: float = 50.0,
     ref = float(batches[0]) if batches else 1.0
     several = len(batches) > 1
     g = _mesh(GRID)
-    best, *_ = _best(runs, _full(g, diverge_lr=np.inf, noise_batch=noise_batch), chance, ref)
-    if several:  # coordinate descent: the noise scale alone, then the curve again at it
+    best, *_ = _best(runs, _full(g, diverge_lr=np.inf, noise_batch=noise_batch, shape=1.0), chance, ref)
+    # coordinate descent: the shape with max_accuracy and tau, then the noise scale alone (several
+    # batch sizes), then the curve again at them
+    h = _mesh({"shape": SHAPE_GRID, "tau_iterations": GRID["tau_iterations"], "max_accuracy": GRID["max_accuracy"]})
+    best, *_ = _best(runs, _full(h, **{k: v for k, v in best.items() if k not in h}), chance, ref)
+    if several:
         h = {k: np.full(len(NOISE_BATCH_GRID), v) for k, v in best.items()}
         best, *_ = _best(runs, dict(h, noise_batch=NOISE_BATCH_GRID), chance, ref)
-        best, *_ = _best(runs, _full(g, diverge_lr=np.inf, noise_batch=best["noise_batch"]), chance, ref)
-    axes = dict(GRID, noise_batch=NOISE_BATCH_GRID) if several else dict(GRID)
+    best, *_ = _best(runs, _full(g, diverge_lr=np.inf, noise_batch=best["noise_batch"], shape=best["shape"]), chance, ref)
+    axes = dict(GRID, shape=SHAPE_GRID, **({"noise_batch": NOISE_BATCH_GRID} if several else {}))
     # 2. divergence: candidates above the optimum, and "none" (inf)
     cands = np.append(best["lr_opt"] * DIVERGE_STEPS, np.inf)
     g = {k: np.full(len(cands), v) for k, v in best.items()}
@@ -170,7 +176,7 @@ def fit_curves(runs: list[Run], chance: float, diverge_lr: float = 50.0,
     for k, axis in axes.items():
         j = int(np.argmin(np.abs(axis - best[k])))
         lo, hi = axis[max(0, j - 1)], axis[min(len(axis) - 1, j + 1)]
-        n_pts = 3 if k == "noise_batch" else 9
+        n_pts = 3 if k in ("noise_batch", "shape") else 9
         fine[k] = np.linspace(lo, hi, n_pts) if k == "max_accuracy" else np.geomspace(lo, hi, n_pts)
     g = _mesh(fine)
     fixed = {"diverge_lr": best["diverge_lr"] / best["lr_opt"]}  # kept relative to the optimum
@@ -183,7 +189,7 @@ def fit_curves(runs: list[Run], chance: float, diverge_lr: float = 50.0,
     noise = math.sqrt(lag_b / (2 * pairs)) if pairs else rmse
     params = SurrogateParams(
         chance_accuracy=chance, max_accuracy=min(1.0, best["max_accuracy"]), tau_iterations=best["tau_iterations"],
-        lr_opt=best["lr_opt"], width_decades=best["width_decades"], diverge_lr=best["diverge_lr"],
+        lr_opt=best["lr_opt"], width_decades=best["width_decades"], diverge_lr=best["diverge_lr"], shape=best["shape"],
         noise_std=min(noise, rmse), ref_batch=ref if several else 0.0, noise_batch=best["noise_batch"])
     return params, {"points": n, "rmse": rmse, "noise_pairs": pairs, "batches": batches,
                     "diverge_identified": identified, "noise_batch_fitted": several}

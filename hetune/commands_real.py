@@ -63,6 +63,7 @@ def cmd_curves(args: argparse.Namespace) -> int:
     params, stats = write_curves(args.events, Path(args.out), args.model, args.dataset,
                                  Path(args.calibration) if args.calibration else None)
     print(f"{args.model}: max_accuracy {params.max_accuracy:.3f}, tau {params.tau_iterations:.1f} iterations, "
+          f"shape {params.shape:.3g}, "
           f"lr_opt {params.lr_opt:.4g}, width {params.width_decades:.3g} decades, noise {params.noise_std:.3f} "
           f"(RMSE {stats['rmse']:.4f} over {stats['points']} accuracies) -> {args.out}")
     for line in describe(params, stats):

@@ -12,6 +12,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from hetune.real.provenance import calibration_note
 from hetune.sim.engine import simulate
 from hetune.sim.errors import ConfigError
@@ -109,6 +111,7 @@ def compare(run_dir: Path, overrides: list[str] | None = None) -> dict[str, Any]
         "calibration_note": calibration_note(inputs.calibration.provenance, inputs.experiment.calibration.path,
                                              ran_on),
     }
+    out.update(_spread(inputs, strategy, real))
     if inputs.experiment.faults.enabled or real["failures"]:
         out["faults"] = _fault_part(inputs, strategy, seed, real, sim)
     # The simulated logs go beside the real one, so the fidelity figure reads files only.
@@ -116,6 +119,42 @@ def compare(run_dir: Path, overrides: list[str] | None = None) -> dict[str, Any]
     atomic_write_text(run_dir / "replay-events.jsonl", dumps(replay_events))
     atomic_write_json(run_dir / "fidelity.json", out)
     return out
+
+
+SPREAD_SEEDS = 20  # simulated seeds behind the predicted median and interval
+
+
+def _spread(inputs: Any, strategy: str, real: dict[str, Any]) -> dict[str, Any]:
+    """The simulator's prediction as a distribution: the same experiment over SPREAD_SEEDS seeds.
+
+    The real run's seed does not give the simulated population the real one's learning curves (the
+    surrogate draws its own), so one simulated seed against one real run carries both runs' PBT
+    luck; the median over seeds is the prediction a user would plan with, and the 2.5-97.5%
+    range says whether the real run is one the simulator considers possible.
+    """
+    info = inputs.experiment.experiment
+    runs = [summarize(simulate(inputs, inputs.make_strategy(strategy), s).events, info.target_accuracy,
+                      prices(inputs)) for s in range(SPREAD_SEEDS)]
+
+    def dist(key: str) -> dict[str, Any]:
+        vals = [r[key] for r in runs if r[key] is not None]
+        if not vals:
+            return {"median": None, "lo": None, "hi": None, "runs": 0}
+        lo, med, hi = np.percentile(vals, [2.5, 50, 97.5])
+        return {"median": round(float(med), 3), "lo": round(float(lo), 3), "hi": round(float(hi), 3), "runs": len(vals)}
+
+    mk, ttt = dist("makespan_s"), dist("time_to_target_s")
+
+    def within(d: dict[str, Any], value: float | None) -> bool:
+        if value is None:  # the real run never reached the target: possible if some simulated run did not
+            return d["runs"] < SPREAD_SEEDS
+        return d["runs"] > 0 and d["lo"] <= value <= d["hi"]
+
+    return {"sim_spread": {"seeds": SPREAD_SEEDS, "makespan_s": mk, "time_to_target_s": ttt},
+            "makespan_error_vs_median_pct": _err(mk["median"], real["makespan_s"]),
+            "time_to_target_error_vs_median_pct": _err(ttt["median"], real["time_to_target_s"]),
+            "real_within_sim_spread": {"makespan": within(mk, real["makespan_s"]),
+                                       "time_to_target": within(ttt, real["time_to_target_s"])}}
 
 
 def _fault_part(inputs: Any, strategy: str, seed: int, real: dict[str, Any], sim: dict[str, Any]) -> dict[str, Any]:
@@ -159,6 +198,16 @@ def format_fidelity(f: dict[str, Any]) -> str:
     lines.append(f"replay of the real population (timing error only): makespan {f['replay_makespan_s']:,.1f} s, "
                  f"error {pct(f['replay_makespan_error_pct'])}; time to target error "
                  f"{pct(f['replay_time_to_target_error_pct'])}")
+    if "sim_spread" in f:
+        sp, w = f["sim_spread"], f["real_within_sim_spread"]
+        for key, label in (("makespan_s", "makespan"), ("time_to_target_s", "time_to_target")):
+            d = sp[key]
+            rng = "never reached" if d["median"] is None else (
+                f"median {d['median']:,.1f} s ({d['lo']:,.1f}-{d['hi']:,.1f})"
+                + (f", reached in {d['runs']} of {sp['seeds']}" if label == "time_to_target" else ""))
+            err = f["makespan_error_vs_median_pct"] if label == "makespan" else f["time_to_target_error_vs_median_pct"]
+            lines.append(f"{label.replace('_', ' ')} over {sp['seeds']} simulated seeds: {rng}; error of the median "
+                         f"{pct(err)}; real run {'within' if w[label] else 'OUTSIDE'} the simulated 95% range")
     lines.append(f"exploits: real {f['exploits']['real']}, sim {f['exploits']['sim']}, "
                  f"replay {f['exploits']['replay']}")
     for d, v in f.get("iteration_share", {}).items():

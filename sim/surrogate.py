@@ -11,11 +11,12 @@ is the quality of the hyperparameters:
 
 The accuracy the trial reports after the chunk is
 
-    acc(p) = chance + (max_accuracy - chance) * (1 - exp(-p / tau))
+    acc(p) = chance + (max_accuracy - chance) * (1 - exp(-(p / tau) ** shape))
     reported = clip(acc(p) + Normal(0, noise_std), 0, 1)
 
 so bad learning rates are visibly worse (they progress slower), the curve
-saturates like real training, and exploit copies a donor's state by copying
+saturates like real training (``shape`` 1: fastest at the start; above 1 an
+S-curve, slow at first, as small-batch runs on a weak signal learn), and exploit copies a donor's state by copying
 its ``p``.
 
 Batch size. ``tau_iterations``, ``lr_opt`` and ``diverge_lr`` are stated at
@@ -61,6 +62,7 @@ class SurrogateParams:
         width_decades: standard deviation of the quality bell, in decades of lr_eff.
         diverge_lr: effective learning rate above which training makes no progress.
         noise_std: standard deviation of evaluation noise, in accuracy units.
+        shape: exponent of the progress in the curve (1: exponential approach; > 1: S-shaped).
         ref_batch: global batch (examples per iteration) at which tau_iterations, lr_opt and
             diverge_lr are stated; 0: the experiment's own batch.
         noise_batch: McCandlish et al.'s gradient noise scale B_noise, in examples: batches well
@@ -74,6 +76,7 @@ class SurrogateParams:
     width_decades: float = 0.6
     diverge_lr: float = 50.0
     noise_std: float = 0.01
+    shape: float = 1.0
     ref_batch: float = 0.0
     noise_batch: float = 1000.0
 
@@ -94,7 +97,7 @@ class SurrogateParams:
     def check(self) -> Iterator[tuple[str, str]]:
         if not 0 <= self.chance_accuracy < self.max_accuracy <= 1:
             yield "max_accuracy", "need 0 <= chance_accuracy < max_accuracy <= 1"
-        for name in ("tau_iterations", "lr_opt", "width_decades", "diverge_lr"):
+        for name in ("tau_iterations", "lr_opt", "width_decades", "diverge_lr", "shape"):
             if getattr(self, name) <= 0:
                 yield name, f"must be > 0, got {getattr(self, name)}"
         if self.noise_std < 0:
@@ -124,7 +127,7 @@ def quality(params: SurrogateParams, config: Mapping[str, float]) -> float:
 def expected_accuracy(params: SurrogateParams, progress: float) -> float:
     """Noise-free accuracy after ``progress`` effective iterations."""
     gap = params.max_accuracy - params.chance_accuracy
-    return params.chance_accuracy + gap * (1.0 - math.exp(-progress / params.tau_iterations))
+    return params.chance_accuracy + gap * (1.0 - math.exp(-((progress / params.tau_iterations) ** params.shape)))
 
 
 def advance(params: SurrogateParams, progress: float, config: Mapping[str, float], iterations: int) -> float:

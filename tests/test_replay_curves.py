@@ -64,6 +64,7 @@ def test_calibrate_curves_recovers_the_surrogate(tmp_path, capsys):
         assert main(["simulate", str(EXP), "--strategy", "tune-default", "--seed", str(seed), "--out", str(out),
                      "--set", "surrogate.noise_std=0.002", "--set", "surrogate.tau_iterations=300",
                      "--set", "surrogate.ref_batch=0",  # stated at the run's own batch, as the fit states it
+                     "--set", "surrogate.shape=2.0",
                      "--set", "surrogate.max_accuracy=0.9"]) == 0
         runs.append(str(out))
     cal = tmp_path / "curves.toml"
@@ -71,6 +72,7 @@ def test_calibrate_curves_recovers_the_surrogate(tmp_path, capsys):
     fitted = load_calibration(cal).curves["resnet18"]
     assert fitted.max_accuracy == pytest.approx(0.9, abs=0.05)
     assert fitted.tau_iterations == pytest.approx(300, rel=0.3)
+    assert fitted.shape == pytest.approx(2.0, rel=0.25)  # the S-curve is found, not forced to shape 1
     assert fitted.noise_std < 0.03
     # the simulator reads them: --set calibration.path uses the fitted curves
     assert main(["simulate", str(EXP), "--set", f"calibration.path={cal}", "--out", str(tmp_path / "s")]) == 0
@@ -123,3 +125,21 @@ def test_the_batch_size_effect_follows_the_noise_scale_model():
     # far past the noise scale a bigger batch gains (almost) nothing per iteration: never more than B/ref
     assert p.batch_factor(10**6) < (1 + 1000 / 128) and p.batch_factor(256) < 2
     assert SurrogateParams().at_batch(512) == SurrogateParams()  # ref_batch 0: stated at the experiment's batch
+
+
+def test_compare_predicts_a_spread_that_holds_a_run_of_the_same_model(recorded, tmp_path):
+    # A simulated run stands in for a real one: the simulator's 20-seed prediction must hold it,
+    # its same-seed error is zero, and the report says both.
+    from hetune.real.compare import compare, format_fidelity
+
+    run = tmp_path / "run"
+    import shutil
+
+    shutil.copytree(recorded, run)
+    f = compare(run)
+    assert f["makespan_error_pct"] == 0
+    sp = f["sim_spread"]
+    assert sp["seeds"] == 20 and sp["makespan_s"]["lo"] <= sp["makespan_s"]["median"] <= sp["makespan_s"]["hi"]
+    assert f["real_within_sim_spread"]["makespan"] is True
+    assert f["makespan_error_vs_median_pct"] is not None
+    assert "over 20 simulated seeds" in format_fidelity(f)
