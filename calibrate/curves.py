@@ -160,7 +160,8 @@ def fit_curves(runs: list[Run], chance: float, diverge_lr: float = 50.0,
     if several:
         h = {k: np.full(len(NOISE_BATCH_GRID), v) for k, v in best.items()}
         best, *_ = _best(runs, dict(h, noise_batch=NOISE_BATCH_GRID), chance, ref)
-    best, *_ = _best(runs, _full(g, diverge_lr=np.inf, noise_batch=best["noise_batch"], shape=best["shape"]), chance, ref)
+    best, *_ = _best(runs, _full(g, diverge_lr=np.inf, noise_batch=best["noise_batch"], shape=best["shape"]),
+                     chance, ref)
     axes = dict(GRID, shape=SHAPE_GRID, **({"noise_batch": NOISE_BATCH_GRID} if several else {}))
     # 2. divergence: candidates above the optimum, and "none" (inf)
     cands = np.append(best["lr_opt"] * DIVERGE_STEPS, np.inf)
