@@ -98,6 +98,10 @@ def run_world_cell(cell: WorldCell) -> dict[str, Any]:
 def robustness(rows: Sequence[dict[str, Any]], objective: str, baseline: str = "tune-default") -> list[dict[str, Any]]:
     """Per strategy: worlds, share of worlds it ranks first in, median and worst speedup over ``baseline``.
 
+    A world where no strategy's median run reaches a finite score (e.g. none reaches the target)
+    has no first: it counts for nobody (each entry reports ``worlds_without_winner``), never for
+    the alphabetically first name. Strategies tied on the best score share the world equally.
+
     Args:
         rows: rows of run_world_cell.
         objective: a key of standings.OBJECTIVES.
@@ -117,12 +121,18 @@ def robustness(rows: Sequence[dict[str, Any]], objective: str, baseline: str = "
     for r in rows:
         cells.setdefault(int(r["world"]), {}).setdefault(r["strategy"], []).append(r)
     names = sorted({r["strategy"] for r in rows})
-    first = {n: 0 for n in names}
+    first = {n: 0.0 for n in names}
+    no_winner = 0
     speedups: dict[str, list[float]] = {n: [] for n in names}
     for world in cells.values():
         score = {n: float(np.median([value(r) for r in rs])) for n, rs in world.items()}
-        best = sorted(score, key=lambda n: (-score[n] if larger else score[n], n))[0]
-        first[best] += 1
+        top = (max if larger else min)(score.values())
+        if math.isfinite(top):
+            winners = [n for n, v in score.items() if v == top]
+            for n in winners:
+                first[n] += 1.0 / len(winners)
+        else:
+            no_winner += 1
         if baseline in world:
             b = float(np.median([ttt_sort_key(r["time_to_target_s"]) for r in world[baseline]]))
             for n, rs in world.items():
@@ -132,6 +142,7 @@ def robustness(rows: Sequence[dict[str, Any]], objective: str, baseline: str = "
     for n in names:
         sp = [v for v in speedups[n] if not math.isnan(v)]
         out.append({"strategy": n, "worlds": len(cells), "first_share": first[n] / max(1, len(cells)),
+                    "worlds_without_winner": no_winner,
                     "speedup_median": float(np.median(sp)) if sp else None,
                     "speedup_worst": float(min(sp)) if sp else None})
     out.sort(key=lambda e: (-e["first_share"], -(e["speedup_median"] or 0.0), e["strategy"]))
@@ -146,6 +157,9 @@ def format_robustness(rob: list[dict[str, Any]], objective: str) -> str:
         med = "-" if e["speedup_median"] is None else f"{e['speedup_median']:.2f}x"
         worst = "-" if e["speedup_worst"] is None else f"{e['speedup_worst']:.2f}x"
         lines.append(f"{e['strategy']:<26}{e['worlds']:>7}{e['first_share']:>9.0%}  {med:>15}{worst:>9}")
+    if rob and rob[0].get("worlds_without_winner"):
+        lines.append(f"no strategy's median run reached a score in {rob[0]['worlds_without_winner']} of "
+                     f"{rob[0]['worlds']} worlds (first in none of them)")
     return "\n".join(lines)
 
 

@@ -10,7 +10,7 @@ import pytest
 from conftest import REPO
 from hetune.cli import main
 from hetune.sim.loader import load_inputs
-from hetune.sim.sensitivity import draw_world, perturb, robustness
+from hetune.sim.sensitivity import draw_world, format_robustness, perturb, robustness
 
 EXP = REPO / "configs/experiments/pbt-resnet18-cifar10.toml"
 
@@ -60,6 +60,19 @@ def test_robustness_counts_first_places_and_worst_speedup():
     assert rob["b"]["speedup_worst"] == 0.0  # never reached the target in world 3
 
 
+def test_a_world_nobody_wins_counts_for_nobody_and_ties_share():
+    # Nobody reaches the target in world 1: no first place (it once went to the alphabetically first
+    # name); a and b tie in world 2 and share it.
+    def row(s, w, ttt):
+        return {"strategy": s, "world": w, "seed": 0, "time_to_target_s": ttt, "makespan_s": 1.0, "cost": 1.0}
+    rows = [row("tune-default", 1, None), row("a", 1, None), row("b", 1, None),
+            row("tune-default", 2, 100.0), row("a", 2, 50.0), row("b", 2, 50.0)]
+    rob = {e["strategy"]: e for e in robustness(rows, "time_to_target")}
+    assert rob["a"]["first_share"] == pytest.approx(0.25) and rob["b"]["first_share"] == pytest.approx(0.25)
+    assert rob["tune-default"]["first_share"] == 0 and rob["a"]["worlds_without_winner"] == 1
+    assert "in 1 of 2 worlds" in format_robustness(list(rob.values()), "time_to_target")
+
+
 def test_sensitivity_sweep_writes_robustness(tmp_path, capsys):
     out = tmp_path / "sens"
     assert main(["sweep", str(EXP), "--strategies", "tune-default,random-search", "--seeds", "2", "--jobs", "1",
@@ -67,7 +80,8 @@ def test_sensitivity_sweep_writes_robustness(tmp_path, capsys):
     assert "perturbed world" in capsys.readouterr().out
     rob = json.loads((out / "robustness.json").read_text())
     assert rob["worlds"] == 3 and rob["ranges"]["step_time"] == [0.8, 1.25]
-    assert sum(e["first_share"] for e in rob["strategies"]) == pytest.approx(1.0)
+    none = rob["strategies"][0]["worlds_without_winner"] / rob["worlds"]  # worlds where nobody reached the target
+    assert sum(e["first_share"] for e in rob["strategies"]) + none == pytest.approx(1.0)
     lines = (out / "sensitivity.csv").read_text().splitlines()
     assert len(lines) == 1 + 3 * 2 * 2
 
