@@ -9,7 +9,7 @@ from typing import Sequence
 
 from hetune import commands_adapt, commands_real, commands_sim
 from hetune.common import MissingExtra, require_torch, resolve_config, resolve_overrides
-from hetune.sim.errors import ConfigError, RunFailed, WriteFailed
+from hetune.sim.errors import ConfigError, RunFailed, WriteFailed, one_line
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -46,10 +46,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"hetune: error: {exc.line()}", file=sys.stderr)
         return 2
     except MissingExtra as exc:
-        print(f"hetune: error: {exc}", file=sys.stderr)
+        print(f"hetune: error: {one_line(str(exc))}", file=sys.stderr)
         return 2
     except (RunFailed, WriteFailed) as exc:  # not bad input: the run or a write could not finish
-        print(f"hetune: {'failed' if isinstance(exc, RunFailed) else 'error'}: {exc}", file=sys.stderr)
+        print(f"hetune: {'failed' if isinstance(exc, RunFailed) else 'error'}: {one_line(str(exc))}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("hetune: interrupted; finished results were kept", file=sys.stderr)

@@ -5,6 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 
+def one_line(text: str) -> str:
+    """``text`` with every unprintable character (a newline or carriage return inside a key or
+    value the user gave, say) written as its escape, so that an error stays one line."""
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+
+
 class ConfigError(Exception):
     """Bad input: names the file, the dotted key (when there is one) and what is wrong.
 
@@ -23,7 +29,7 @@ class ConfigError(Exception):
     def line(self) -> str:
         """Return the single line shown to the user."""
         parts = [self.where] + ([self.key] if self.key else []) + [self.message]
-        return ": ".join(parts)
+        return one_line(": ".join(parts))
 
 
 class RunFailed(Exception):

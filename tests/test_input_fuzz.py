@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from conftest import REPO
@@ -210,6 +210,8 @@ def override(draw) -> str:
 
 @FUZZ
 @given(overrides=st.lists(override(), min_size=1, max_size=2))
+@example(overrides=["experiment.model=\r"])  # found by CI: a carriage return split the error line
+@example(overrides=["experiment.name=a\nb", "strategy.name=\x1b[31m"])
 def test_set_values(overrides, capsys):
     d = fresh()
     exp = write(d, "exp.toml", SMALL_EXP)
