@@ -102,8 +102,8 @@ class SurrogateParams:
                 yield name, f"must be > 0, got {getattr(self, name)}"
         if self.noise_std < 0:
             yield "noise_std", f"must be >= 0, got {self.noise_std}"
-        if self.ref_batch < 0:
-            yield "ref_batch", f"must be >= 0 (0: the experiment's batch), got {self.ref_batch}"
+        if self.ref_batch != 0 and not self.ref_batch >= 1:
+            yield "ref_batch", f"must be 0 (the experiment's batch) or a batch of at least 1, got {self.ref_batch}"
         if self.noise_batch <= 0:
             yield "noise_batch", f"must be > 0, got {self.noise_batch}"
 
@@ -127,7 +127,11 @@ def quality(params: SurrogateParams, config: Mapping[str, float]) -> float:
 def expected_accuracy(params: SurrogateParams, progress: float) -> float:
     """Noise-free accuracy after ``progress`` effective iterations."""
     gap = params.max_accuracy - params.chance_accuracy
-    return params.chance_accuracy + gap * (1.0 - math.exp(-((progress / params.tau_iterations) ** params.shape)))
+    x = progress / params.tau_iterations
+    if x <= 0:
+        return params.chance_accuracy
+    z = params.shape * math.log(x)  # (p / tau) ** shape as exp(z): no overflow at any shape
+    return params.chance_accuracy + gap * (1.0 if z > 50 else 1.0 - math.exp(-math.exp(z)))
 
 
 def advance(params: SurrogateParams, progress: float, config: Mapping[str, float], iterations: int) -> float:
