@@ -120,7 +120,10 @@ def quality(params: SurrogateParams, config: Mapping[str, float]) -> float:
     lr_eff = lr / max(1.0 - momentum, 1e-6)
     if lr_eff > params.diverge_lr or lr_eff <= 0:
         return 0.0
-    z = math.log10(lr_eff / params.lr_opt) / params.width_decades
+    ratio = lr_eff / params.lr_opt
+    if not 0 < ratio < math.inf:  # an optimum restated past float range (huge lr_opt x batch factor)
+        return 0.0
+    z = math.log10(ratio) / params.width_decades
     return math.exp(-0.5 * z * z)
 
 
