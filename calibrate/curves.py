@@ -20,7 +20,7 @@ import numpy as np
 from hetune.sim.errors import ConfigError
 from hetune.sim.events import read_events
 from hetune.sim.schema import to_mapping
-from hetune.sim.surrogate import SurrogateParams
+from hetune.sim.surrogate import SurrogateParams, effective_lr, noise_scale_factor
 from hetune.sim.throughput import load_calibration
 from hetune.sim.tomlfile import atomic_write_toml, read_toml
 
@@ -48,10 +48,6 @@ def _mesh(axes: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     return {k: m.ravel() for k, m in zip(axes, mesh)}
 
 
-def _lr_eff(cfg: dict[str, float]) -> float:
-    return float(cfg.get("lr", 0.1)) / max(1.0 - float(cfg.get("momentum", 0.0)), 1e-6)
-
-
 def _replay(runs: list[Run], g: dict[str, np.ndarray], chance: float, ref_batch: float
             ) -> tuple[np.ndarray, np.ndarray, int]:
     """Squared errors of every parameter set in ``g`` over the recorded accuracies.
@@ -69,7 +65,7 @@ def _replay(runs: list[Run], g: dict[str, np.ndarray], chance: float, ref_batch:
     n = 0
     for run in runs:
         batch = float(run.batch or ref_batch)
-        s = (1.0 + g["noise_batch"] / ref_batch) / (1.0 + g["noise_batch"] / batch)
+        s = noise_scale_factor(g["noise_batch"], ref_batch, batch)
         lr_opt, diverge, tau = g["lr_opt"] * s, g["diverge_lr"] * s, g["tau_iterations"]
         progress: dict[int, np.ndarray] = {}
         config: dict[int, dict[str, float]] = {}
@@ -82,7 +78,7 @@ def _replay(runs: list[Run], g: dict[str, np.ndarray], chance: float, ref_batch:
                 config[t] = dict(e["config"])
                 last.pop(t, None)
             elif e["kind"] == "chunk" and t in progress:
-                lr_eff = _lr_eff(config[t])
+                lr_eff = effective_lr(config[t])
                 if lr_eff > 0:
                     z = np.log10(lr_eff / lr_opt) / g["width_decades"]
                     q = np.where(lr_eff > diverge, 0.0, np.exp(-0.5 * z * z))
@@ -202,7 +198,7 @@ def _max_lr_eff(runs: list[Run], best: dict[str, float], ref: float) -> float:
     top = 0.0
     for run in runs:
         b = float(run.batch or ref)
-        s = (1.0 + best["noise_batch"] / ref) / (1.0 + best["noise_batch"] / b)
+        s = noise_scale_factor(best["noise_batch"], ref, b)
         config: dict[int, dict[str, float]] = {}
         for e in run.events:
             if e["kind"] == "trial_start":
@@ -210,7 +206,7 @@ def _max_lr_eff(runs: list[Run], best: dict[str, float], ref: float) -> float:
             elif e["kind"] == "explore":
                 config[e["trial"]] = dict(e["new_config"])
             elif e["kind"] == "chunk" and e["trial"] in config:
-                top = max(top, _lr_eff(config[e["trial"]]) / s)
+                top = max(top, effective_lr(config[e["trial"]]) / s)
     return top
 
 

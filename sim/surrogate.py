@@ -50,6 +50,17 @@ from typing import Iterator, Mapping
 import numpy as np
 
 
+def noise_scale_factor(noise_batch, ref_batch, batch):
+    """s(B) = (1 + noise_batch/ref_batch) / (1 + noise_batch/batch): progress per iteration at global
+    batch ``batch`` relative to ``ref_batch`` (floats or numpy arrays, examples)."""
+    return (1.0 + noise_batch / ref_batch) / (1.0 + noise_batch / batch)
+
+
+def effective_lr(config: Mapping[str, float]) -> float:
+    """lr / (1 - momentum), the SGD heavy-ball step (lr default 0.1, momentum default 0)."""
+    return float(config.get("lr", 0.1)) / max(1.0 - float(config.get("momentum", 0.0)), 1e-6)
+
+
 @dataclass(frozen=True)
 class SurrogateParams:
     """Parameters of the learning-curve surrogate.
@@ -84,7 +95,7 @@ class SurrogateParams:
         """s(B): progress per iteration at global batch ``batch`` relative to ``ref_batch``."""
         if self.ref_batch <= 0 or batch <= 0:
             return 1.0
-        return (1.0 + self.noise_batch / self.ref_batch) / (1.0 + self.noise_batch / batch)
+        return noise_scale_factor(self.noise_batch, self.ref_batch, batch)
 
     def at_batch(self, batch: float) -> "SurrogateParams":
         """These parameters restated at global batch ``batch`` (ref_batch becomes 0: no further change)."""
@@ -115,9 +126,7 @@ def quality(params: SurrogateParams, config: Mapping[str, float]) -> float:
         params: surrogate parameters.
         config: hyperparameters; ``lr`` (default 0.1) and ``momentum`` (default 0) are used.
     """
-    lr = float(config.get("lr", 0.1))
-    momentum = float(config.get("momentum", 0.0))
-    lr_eff = lr / max(1.0 - momentum, 1e-6)
+    lr_eff = effective_lr(config)
     if lr_eff > params.diverge_lr or lr_eff <= 0:
         return 0.0
     ratio = lr_eff / params.lr_opt
