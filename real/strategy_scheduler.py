@@ -144,6 +144,10 @@ class StrategyScheduler(TrialScheduler):
         saved = self._pbt_saved.pop(i, None)
         if saved is not None and trial in getattr(self.pbt, "_trial_state", {}):
             st = self.pbt._trial_state[trial]  # a resumed run: PBT goes on from its last perturbation
+            if saved.get("last_result") is None:
+                # PBT hands an exploiter the donor's checkpoint with the donor's last result as its
+                # metrics; a checkpoint without them makes Tune's restore fail, so it is not offered
+                saved["last_checkpoint"] = None
             for key, value in saved.items():
                 if value is not None:
                     setattr(st, key, value)
@@ -266,7 +270,8 @@ class StrategyScheduler(TrialScheduler):
 
     def _pbt_state(self) -> dict[int, dict[str, Any]]:
         """Per trial index, what PBT needs to go on where it was: the last perturbation point
-        (iterations), last score and, once persisted, the checkpoint it would hand to an exploiter.
+        (iterations), last score and, once persisted, the checkpoint it would hand to an exploiter
+        with the result it was saved at (Tune restores an exploiter from both).
         Tune does not save schedulers, so without this a resumed run would perturb every trial at
         its first result, cloning donors from wherever they happen to be."""
         from ray.tune import Checkpoint
@@ -276,7 +281,8 @@ class StrategyScheduler(TrialScheduler):
             ckpt = st.last_checkpoint if isinstance(st.last_checkpoint, Checkpoint) else None
             out[trial_index(trial)] = {"last_perturbation_time": st.last_perturbation_time,
                                        "last_train_time": st.last_train_time, "last_score": st.last_score,
-                                       "last_checkpoint": ckpt}
+                                       "last_checkpoint": ckpt,
+                                       "last_result": dict(st.last_result) if st.last_result else None}
         return out
 
     def _persist(self) -> None:

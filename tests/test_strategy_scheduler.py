@@ -195,7 +195,7 @@ class StatefulPBT(PassivePBT):
         from types import SimpleNamespace
 
         self._new = lambda: SimpleNamespace(last_perturbation_time=0, last_train_time=0, last_score=None,
-                                            last_checkpoint=None)
+                                            last_checkpoint=None, last_result=None)
         self._trial_state: dict = {}
 
     def on_trial_add(self, ctl, trial) -> None:
@@ -226,6 +226,38 @@ def test_pbt_state_survives_a_restart_of_the_driver(tmp_path):
     assert again_pbt._trial_state[fresh[1]].last_perturbation_time == 5
     assert again_pbt._trial_state[fresh[1]].last_score == 0.4
     assert again_pbt._trial_state[fresh[0]].last_perturbation_time == 0
+
+
+def test_a_resumed_donor_checkpoint_comes_back_with_its_result(tmp_path):
+    """PBT restores an exploiter with (donor checkpoint, donor last result); a checkpoint restored
+    without the result made Tune's restore fail ('NoneType' has no attribute 'get', CI run of a
+    SIGKILLed validate). The result is persisted with it, and a checkpoint without one is not offered."""
+    from ray.tune import Checkpoint
+
+    (tmp_path / "ckpt").mkdir()
+    trials = [FakeTrial(i) for i in range(2)]
+    pbt = StatefulPBT()
+    make = lambda p: StrategyScheduler(FastestOnly(), WORKERS, lambda d, k: STEP[d], {"slow": "cpu", "fast": "cpu"},
+                                       p, interval=5, mode="max", stop_iterations=10, state_path=tmp_path / "s.pkl")
+    sched = make(pbt)
+    ctl = FakeController(trials)
+    for t in trials:
+        sched.on_trial_add(ctl, t)
+    for t in trials:
+        pbt._trial_state[t].last_checkpoint = Checkpoint.from_directory(str(tmp_path / "ckpt"))
+        pbt._trial_state[t].last_score = 0.4
+    pbt._trial_state[trials[1]].last_result = {"training_iteration": 5, "accuracy": 0.4}
+    assert sched.choose_trial_to_run(ctl) is not None
+    again_pbt = StatefulPBT()
+    again = make(again_pbt)
+    assert again.restore_strategy()
+    fresh = [FakeTrial(i) for i in range(2)]
+    for t in fresh:
+        again.on_trial_add(FakeController(fresh), t)
+    donor = again_pbt._trial_state[fresh[1]]
+    assert donor.last_result == {"training_iteration": 5, "accuracy": 0.4}
+    assert str(donor.last_checkpoint.path) == str(tmp_path / "ckpt")
+    assert again_pbt._trial_state[fresh[0]].last_checkpoint is None  # saved without a result
 
 
 def test_every_registered_strategy_pickles_mid_run():
