@@ -56,6 +56,18 @@ def test_leader_fusion_fuses_the_fastest_node():
     assert sorted(d for _, d, n in ws[1:]) == ["k80"] * 4 + ["p100"] * 4
 
 
+def test_leader_fusion_others_rank_aware_puts_better_trials_on_the_faster_other_workers():
+    """others="rank-aware": the P100s (the faster half of the non-leader workers) take the best-ranked
+    trials, so the trials they run are better than under the default least-progressed order."""
+    def mean_p100_accuracy(order):
+        _, res = workers_of("leader-fusion", [f'strategies.leader-fusion.others="{order}"'])
+        acc = [e["accuracy"] for e in res.events
+               if e["kind"] == "chunk" and e["device"] == "p100" and e["accuracy"] is not None]
+        return float(np.mean(acc))
+
+    assert mean_p100_accuracy("rank-aware") > mean_p100_accuracy("least-progressed") + 0.03
+
+
 def test_throughput_proportional_chunks_scale_with_speed():
     _, res = workers_of("throughput-proportional")
     its = {}

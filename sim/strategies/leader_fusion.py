@@ -44,15 +44,20 @@ class LeaderFusionParams:
         fair_start: the leader's worker runs the least-progressed trials until every trial has
             reached its first perturbation point, so the leader is chosen among trials compared
             at the same iteration rather than by a head start.
+        others: how the other workers pick: "least-progressed" (as tune-default) or
+            "rank-aware" (the faster half takes the best-ranked, the slower half the worst-ranked).
     """
 
     fuse: bool = True
     weak_ability: float = 3.0
     fair_start: bool = False
+    others: str = "least-progressed"
 
     def check(self) -> Iterator[tuple[str, str]]:
         if self.weak_ability <= 1:
             yield "weak_ability", f"must be > 1, got {self.weak_ability}"
+        if self.others not in ("least-progressed", "rank-aware"):
+            yield "others", f"must be \"least-progressed\" or \"rank-aware\", got {self.others!r}"
 
 
 @register
@@ -65,6 +70,7 @@ class LeaderFusion(Strategy):
         super().__init__(params or LeaderFusionParams())
         self._leader_worker: int | None = None
         self._base_step: float | None = None
+        self._fast: set[int] | None = None
 
     def workers(self, cluster: ClusterConfig, step_time_s: StepTimeFn) -> list[WorkerSpec]:
         specs = default_workers(cluster)
@@ -103,5 +109,12 @@ class LeaderFusion(Strategy):
         if view.workers[self._leader_worker].idle:
             best = view.peek(Ordering.BEST_RANKED)
             skip = {best.id} if best is not None else None
-        t = view.peek(Ordering.LEAST_PROGRESSED, skip)
+        order = Ordering.LEAST_PROGRESSED
+        if self.params.others == "rank-aware":
+            if self._fast is None:
+                others = [w for w in view.workers if w.id != self._leader_worker]
+                times = sorted(w.step_time_s for w in others)
+                self._fast = {w.id for w in others if w.step_time_s <= times[(len(times) - 1) // 2]}
+            order = Ordering.BEST_RANKED if worker.id in self._fast else Ordering.WORST_RANKED
+        t = view.peek(order, skip)
         return IDLE if t is None else Run(t.id, view.interval)

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The bounded design effort of "An honest simulator" item 7: leader-fusion's settings that could
+# change its standing (fair_start, others), each swept with every registered strategy on both
+# clusters, by time to target and by best accuracy at a short and a long budget.
+# Each <variant>-<cluster>-<mode> folder holds the sweep and its printed ranking (ranking.txt).
+set -euo pipefail
+cd "$(dirname "$0")/../../.."
+EXP=configs/experiments/pbt-resnet18-cifar10.toml
+OUT=results/headline/variants
+declare -A VARIANT=(
+  [others-rank-aware]='strategies.leader-fusion.others="rank-aware"'
+  [fair-start]='strategies.leader-fusion.fair_start=true'
+)
+declare -A BUDGETS=([gavel-12]="200 600" [hrfs-lab]="600 1800")
+for v in "${!VARIANT[@]}"; do
+  for c in gavel-12 hrfs-lab; do
+    common=(--seeds 20 --jobs 2 --quiet --force --set "cluster.path=configs/clusters/$c.toml" --set "${VARIANT[$v]}")
+    hetune sweep "$EXP" "${common[@]}" --out "$OUT/$v-$c" > "$OUT/$v-$c.txt"
+    for b in ${BUDGETS[$c]}; do
+      hetune sweep "$EXP" "${common[@]}" --out "$OUT/$v-$c-budget$b" --set "experiment.budget_s=$b" \
+        --set 'experiment.objective="best_accuracy_at_budget"' > "$OUT/$v-$c-budget$b.txt"
+    done
+  done
+done
+# the default leader-fusion at the budgets the headline table lacks
+for c in gavel-12 hrfs-lab; do
+  b=${BUDGETS[$c]%% *}
+  hetune sweep "$EXP" --seeds 20 --jobs 2 --quiet --force --set "cluster.path=configs/clusters/$c.toml" \
+    --out "$OUT/default-$c-budget$b" --set "experiment.budget_s=$b" \
+    --set 'experiment.objective="best_accuracy_at_budget"' > "$OUT/default-$c-budget$b.txt"
+done
+find "$OUT" -name '*.replaced-*' -prune -exec rm -rf {} +
