@@ -255,16 +255,19 @@ def _repeat_spread(samples: list[Sample]) -> list[dict[str, Any]]:
 def _scaling_cells(cluster: ClusterConfig, targets: list[DeviceTarget],
                    req: CalibrateRequest) -> list[tuple[DeviceTarget, str, int, int, bool, str]]:
     """Cells that time a CPU type at other thread counts (1, and the most cores one of its nodes has),
-    at the largest batch: Amdahl's parallel fraction is fitted from them, never assumed, wherever a
-    strategy could give a worker more or fewer cores than the default. Sample device: "<type>@<threads>"."""
+    at every batch size asked for: Amdahl's parallel fraction is fitted from them, never assumed,
+    wherever a strategy could give a worker more or fewer cores than the default. Every batch size,
+    because threads pay off less on small batches (the fidelity benchmark's fused 2-core worker:
+    1.9x at batch 16, 1.2x at batch 8) and the experiment's batch is one of those asked for.
+    Sample device: "<type>@<threads>"."""
     out = []
     for t in targets:
         if t.kind != "cpu":
             continue
         most = max(g.cpus for _, g in cluster.node_names() if g.device == t.device)
         for n in sorted({1, most} - {t.num_cpus}):
-            out.extend((dataclasses.replace(t, num_cpus=n), m, max(req.batch_sizes), 0, False, f"{t.device}@{n}")
-                       for m in req.models)
+            out.extend((dataclasses.replace(t, num_cpus=n), m, b, 0, False, f"{t.device}@{n}")
+                       for m in req.models for b in sorted(req.batch_sizes))
     return out
 
 

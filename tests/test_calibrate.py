@@ -135,7 +135,8 @@ def test_cpu_types_are_timed_at_other_thread_counts_and_amdahl_is_fitted_from_th
     targets = [DeviceTarget("cpu-fast", "cpu", {}, 0.0, 1, 1.0, True), DeviceTarget("cpu-slow", "cpu", {}, 0.0, 1, 3.0, True)]
     req = CalibrateRequest(cluster=str(tmp_path / "c.toml"), models=["resnet18"], batch_sizes=[8, 16], steps=1, out="x")
     cells = _scaling_cells(load_cluster(tmp_path / "c.toml"), targets, req)
-    assert [(c[0].num_cpus, c[2], c[5]) for c in cells] == [(4, 16, "cpu-fast@4")]  # cpu-slow's node has 1 core
+    # every batch size: cpu-slow's node has 1 core, so only cpu-fast is timed at 4 threads
+    assert [(c[0].num_cpus, c[2], c[5]) for c in cells] == [(4, 8, "cpu-fast@4"), (4, 16, "cpu-fast@4")]
     # step time 1.0 s at batch 16 on 1 core; 0.4 s on 4 cores: (1 - p) + p / 4 = 0.4 -> p = 0.8
     samples = [Sample("resnet18", "cpu-fast", 8, 0.5), Sample("resnet18", "cpu-fast", 16, 1.0),
                Sample("resnet18", "cpu-fast@4", 16, 0.4)]
