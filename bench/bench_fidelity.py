@@ -5,6 +5,7 @@ on the same host (issue "One strategy, two engines"). Not part of the test run; 
     python bench/bench_fidelity.py --only hrfs --seeds 0 # one part; rerun to continue
     python bench/bench_fidelity.py --table              # the table from what is there
     python bench/bench_fidelity.py --idle               # calibrated idle (each cell alone), for comparison
+    python bench/bench_fidelity.py --recalibrate NAME   # the under-load runs, judged by a new calibration
 
 Steps, each skipped when its output exists (so the benchmark runs in parts and resumes):
 1. ``hetune calibrate --under-load`` of configs/clusters/fidelity-local.toml (step times at the
@@ -21,6 +22,12 @@ Steps, each skipped when its output exists (so the benchmark runs in parts and r
 3. ``hetune compare`` of each run (simulated with the same calibration, seed and config);
 4. results/fidelity/table.md and table.json: per strategy, the median over seeds of real and
    simulated makespan and time to target, their errors, and the replay error, next to the targets.
+
+``--recalibrate NAME`` re-judges the under-load real runs without re-running them: step 1 again
+into results/fidelity/NAME/ (the curves fitted from the same seed-100 run), then each run's record
+(events, summary, config; not its Tune folder or data) copied to results/fidelity/NAME/runs/ and
+compared with ``--set calibration.path=`` the new file. It shows what a change to calibrate does to
+the errors; the calibration is then not from the same run as the real runs (same host, later).
 """
 
 from __future__ import annotations
@@ -83,10 +90,36 @@ def run(label: str, flags: list[str], seed: int) -> Path:
     return folder
 
 
-def compare(folder: Path) -> dict:
+def compare(folder: Path, *overrides: str) -> dict:
     if not (folder / "fidelity.json").is_file():
-        hetune("compare", str(folder))
+        hetune("compare", str(folder), *(x for o in overrides for x in ("--set", o)))
     return json.loads((folder / "fidelity.json").read_text())
+
+
+def recalibrate(name: str) -> None:
+    """The under-load runs compared again under a calibration measured now into results/fidelity/<name>."""
+    global OUT
+    source = OUT
+    OUT = OUT.parent / name
+    steps, cal = OUT / "calibration-steps.toml", OUT / "calibration.toml"
+    if not steps.is_file():
+        OUT.mkdir(parents=True, exist_ok=True)
+        t0 = time.perf_counter()
+        hetune("calibrate", "--cluster", str(CLUSTER), "--models", "resnet18", "--batch-sizes", "4,8,16",
+               "--steps", "5", "--out", str(steps), "--quiet", "--under-load")
+        print(f"calibrated in {time.perf_counter() - t0:.0f} s -> {steps}", flush=True)
+    if not cal.is_file():
+        hetune("calibrate", "curves", str(source / "runs" / f"curves-s{CURVES_SEED}"), "--calibration", str(steps),
+               "--out", str(cal))
+    for run_dir in sorted((source / "runs").glob("*-s*")):
+        if run_dir.name.startswith("curves-") or not (run_dir / "summary.json").is_file():
+            continue
+        copy = OUT / "runs" / run_dir.name
+        copy.mkdir(parents=True, exist_ok=True)
+        for f in run_dir.iterdir():
+            if f.is_file() and f.name not in ("fidelity.json", "sim-events.jsonl", "replay-events.jsonl"):
+                shutil.copy(f, copy / f.name)
+        compare(copy, f"calibration.path={cal}")
 
 
 def _median(values: list[float | None]) -> float | None:
@@ -190,10 +223,16 @@ def main() -> None:
     ap.add_argument("--seeds", default="0,1", help="comma-separated seeds (median over them)")
     ap.add_argument("--table", action="store_true", help="only write the table from the runs there")
     ap.add_argument("--idle", action="store_true", help="calibrate each cell alone (results/fidelity/idle)")
+    ap.add_argument("--recalibrate", default="", metavar="NAME",
+                    help="compare the under-load runs again under a calibration measured now (results/fidelity/NAME)")
     args = ap.parse_args()
     global OUT
     if args.idle:
         OUT = OUT.parent / "idle"
+    if args.recalibrate:
+        recalibrate(args.recalibrate)
+        print(table([c[0] for c in configurations()]))
+        return
     configs = configurations()
     if args.only:
         wanted = set(args.only.split(","))
