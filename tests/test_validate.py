@@ -142,6 +142,16 @@ def test_sweep_cells_run_as_ray_tasks_on_an_existing_cluster(tmp_path, capsys, r
     assert (out / "sweep.csv").read_text() == (local / "sweep.csv").read_text()  # same cells, same results
 
 
+def test_sensitivity_worlds_run_as_ray_tasks_on_an_existing_cluster(tmp_path, capsys, ray_head):
+    exp = REPO / "configs/experiments/pbt-resnet18-cifar10.toml"
+    args = ["sweep", str(exp), "--strategies", "tune-default,leader-fusion", "--seeds", "1", "--sensitivity", "3",
+            "--quiet"]
+    assert main(args + ["--out", str(tmp_path / "ray"), "--address", ray_head]) == 0
+    assert main(args + ["--out", str(tmp_path / "local"), "--jobs", "1"]) == 0
+    for name in ("sensitivity.csv", "robustness.json"):  # the same perturbed worlds, the same results
+        assert (tmp_path / "ray" / name).read_text() == (tmp_path / "local" / name).read_text()
+
+
 def test_interrupted_validate_resumes(tmp_path, ray_address_file):
     """Ctrl-C keeps the journal and Tune's state; --resume continues from the trials' checkpoints."""
     import signal
