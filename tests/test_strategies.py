@@ -56,6 +56,12 @@ def test_leader_fusion_fuses_the_fastest_node():
     assert sorted(d for _, d, n in ws[1:]) == ["k80"] * 4 + ["p100"] * 4
 
 
+def test_leader_fusion_can_fuse_part_of_the_node():
+    ws, _ = workers_of("leader-fusion", ["strategies.leader-fusion.fuse_workers=3"])
+    assert ws[0] == ("v100", "v100", 3)
+    assert sorted(d for _, d, n in ws[1:] if n == 1) == ["k80"] * 4 + ["p100"] * 4 + ["v100"]
+
+
 def test_leader_fusion_others_rank_aware_puts_better_trials_on_the_faster_other_workers():
     """others="rank-aware": the P100s (the faster half of the non-leader workers) take the best-ranked
     trials, so the trials they run are better than under the default least-progressed order."""

@@ -44,6 +44,8 @@ class LeaderFusionParams:
         fair_start: the leader's worker runs the least-progressed trials until every trial has
             reached its first perturbation point, so the leader is chosen among trials compared
             at the same iteration rather than by a head start.
+        fuse_workers: how many of the node's default workers (GPUs, or CPU slices) are fused into
+            the leader's worker (0 = all); the rest of the node stays as it was.
         others: how the other workers pick: "least-progressed" (as tune-default) or
             "rank-aware" (the faster half takes the best-ranked, the slower half the worst-ranked).
     """
@@ -52,10 +54,13 @@ class LeaderFusionParams:
     weak_ability: float = 3.0
     fair_start: bool = False
     others: str = "least-progressed"
+    fuse_workers: int = 0
 
     def check(self) -> Iterator[tuple[str, str]]:
         if self.weak_ability <= 1:
             yield "weak_ability", f"must be > 1, got {self.weak_ability}"
+        if self.fuse_workers < 0 or self.fuse_workers == 1:
+            yield "fuse_workers", f"must be 0 (all) or at least 2, got {self.fuse_workers}"
         if self.others not in ("least-progressed", "rank-aware"):
             yield "others", f"must be \"least-progressed\" or \"rank-aware\", got {self.others!r}"
 
@@ -81,14 +86,22 @@ class LeaderFusion(Strategy):
         for s in specs:
             by_node.setdefault(s.node, []).append(s)
 
+        k = self.params.fuse_workers
+
+        def group_of(node: str) -> list[WorkerSpec]:
+            return by_node[node][:k] if k else by_node[node]
+
         def fused_step(node: str) -> tuple[float, str]:
-            group = by_node[node]
+            group = group_of(node)
             return (step_time_s(group[0].device, sum(s.devices for s in group)), node)
 
         node = min(by_node, key=fused_step)
-        group = by_node[node]
+        group = group_of(node)
         fused = WorkerSpec(node, group[0].device, sum(s.devices for s in group))
-        return [fused] + [s for s in specs if s.node != node]
+        rest = list(specs)
+        for s in group:
+            rest.remove(s)
+        return [fused] + rest
 
     def assign(self, worker: WorkerView, view: SimView) -> Decision:
         if self._leader_worker is None:

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The bounded design effort of "An honest simulator" item 7: leader-fusion's settings that could
-# change its standing (fair_start, others), each swept with every registered strategy on both
+# change its standing (fair_start, others, fuse_workers), each swept with every registered strategy on both
 # clusters, by time to target and by best accuracy at a short and a long budget.
 # Each <variant>-<cluster>-<mode> folder holds the sweep and its printed ranking (ranking.txt).
 set -euo pipefail
@@ -10,11 +10,15 @@ OUT=results/headline/variants
 declare -A VARIANT=(
   [others-rank-aware]='strategies.leader-fusion.others="rank-aware"'
   [fair-start]='strategies.leader-fusion.fair_start=true'
+  [fuse2-others-rank-aware]='strategies.leader-fusion.fuse_workers=2 strategies.leader-fusion.others="rank-aware"'
+  [fuse3-others-rank-aware]='strategies.leader-fusion.fuse_workers=3 strategies.leader-fusion.others="rank-aware"'
 )
 declare -A BUDGETS=([gavel-12]="200 600" [hrfs-lab]="600 1800")
 for v in "${!VARIANT[@]}"; do
   for c in gavel-12 hrfs-lab; do
-    common=(--seeds 20 --jobs 2 --quiet --force --set "cluster.path=configs/clusters/$c.toml" --set "${VARIANT[$v]}")
+    sets=()
+    for kv in ${VARIANT[$v]}; do sets+=(--set "$kv"); done
+    common=(--seeds 20 --jobs 2 --quiet --force --set "cluster.path=configs/clusters/$c.toml" "${sets[@]}")
     hetune sweep "$EXP" "${common[@]}" --out "$OUT/$v-$c" > "$OUT/$v-$c.txt"
     for b in ${BUDGETS[$c]}; do
       hetune sweep "$EXP" "${common[@]}" --out "$OUT/$v-$c-budget$b" --set "experiment.budget_s=$b" \
