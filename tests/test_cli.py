@@ -95,6 +95,8 @@ def _bad(tmp_path: Path, text: str) -> Path:
     (["cluster.path=/nonexistent/cluster.toml"], "cluster.path: /nonexistent/cluster.toml is not a file"),
     (["strategies.hrfs.weak_ability=1"], "strategies.hrfs.weak_ability: must be >= 2"),
     (["strategies.hrfs.nope=1"], "strategies.hrfs.nope: unknown key"),
+    (["strategies.leader-fusion.fuse_workers=1"], "strategies.leader-fusion.fuse_workers: must be 0 (all) or at least 2"),
+    (["strategies.leader-fusion.others=\"fast\""], "strategies.leader-fusion.others: must be"),
     (["experiment.model=\"vgg\""], "models.vgg: no calibration for model 'vgg'"),
     (["pbt.perturbation_interval=30"], "pbt.perturbation_interval: must be a multiple"),
     (["novalue"], "expected dotted.key=value"),
