@@ -62,16 +62,20 @@ def configurations() -> list[tuple[str, list[str]]]:
     return [(s, ["--strategy", s]) for s in names()] + [("tune-default-plain", ["--strategy", "tune-default", "--plain"])]
 
 
+def calibrate_steps(steps: Path, under_load: bool) -> None:
+    """Step 1: ``hetune calibrate`` of the emulated cluster at the experiment's batch sizes into ``steps``."""
+    steps.parent.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    hetune("calibrate", "--cluster", str(CLUSTER), "--models", "resnet18", "--batch-sizes", "4,8,16",
+           "--steps", "5", "--out", str(steps), "--quiet", *(["--under-load"] if under_load else []))
+    print(f"calibrated in {time.perf_counter() - t0:.0f} s -> {steps}", flush=True)
+
+
 def calibrate() -> None:
     steps = OUT / "calibration-steps.toml"
     cal = OUT / "calibration.toml"
     if not steps.is_file():
-        OUT.mkdir(parents=True, exist_ok=True)
-        t0 = time.perf_counter()
-        load = [] if OUT.name == "idle" else ["--under-load"]
-        hetune("calibrate", "--cluster", str(CLUSTER), "--models", "resnet18", "--batch-sizes", "4,8,16",
-               "--steps", "5", "--out", str(steps), "--quiet", *load)
-        print(f"calibrated in {time.perf_counter() - t0:.0f} s -> {steps}", flush=True)
+        calibrate_steps(steps, under_load=OUT.name != "idle")
     if not cal.is_file():
         shutil.copy(steps, SHIPPED_CALIBRATION)
         folder = run("curves", ["--strategy", "tune-default", "--plain"], CURVES_SEED)
@@ -103,11 +107,7 @@ def recalibrate(name: str) -> None:
     OUT = OUT.parent / name
     steps, cal = OUT / "calibration-steps.toml", OUT / "calibration.toml"
     if not steps.is_file():
-        OUT.mkdir(parents=True, exist_ok=True)
-        t0 = time.perf_counter()
-        hetune("calibrate", "--cluster", str(CLUSTER), "--models", "resnet18", "--batch-sizes", "4,8,16",
-               "--steps", "5", "--out", str(steps), "--quiet", "--under-load")
-        print(f"calibrated in {time.perf_counter() - t0:.0f} s -> {steps}", flush=True)
+        calibrate_steps(steps, under_load=True)
     if not cal.is_file():
         hetune("calibrate", "curves", str(source / "runs" / f"curves-s{CURVES_SEED}"), "--calibration", str(steps),
                "--out", str(cal))

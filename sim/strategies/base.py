@@ -146,3 +146,10 @@ class Strategy:
 
     def on_chunk(self, worker: WorkerView, trial: TrialView, iterations: int, seconds: float, view: SimView) -> None:
         """A chunk finished: ``iterations`` took ``seconds`` of compute. Default: nothing."""
+
+
+def fast_half(workers: Sequence[WorkerView]) -> set[int]:
+    """Ids of the workers in the faster half by step time (the median included)."""
+    times = sorted(w.step_time_s for w in workers)
+    median = times[(len(times) - 1) // 2]
+    return {w.id for w in workers if w.step_time_s <= median}

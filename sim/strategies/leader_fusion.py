@@ -39,7 +39,8 @@ from typing import Iterator
 
 from hetune.sim.cluster import ClusterConfig, WorkerSpec, default_workers
 from hetune.sim.strategies import register
-from hetune.sim.strategies.base import Ordering, IDLE, RETIRE, Decision, Run, SimView, StepTimeFn, Strategy, WorkerView
+from hetune.sim.strategies.base import (IDLE, RETIRE, Decision, Ordering, Run, SimView, StepTimeFn, Strategy,
+                                        WorkerView, fast_half)
 
 
 @dataclass(frozen=True)
@@ -133,10 +134,8 @@ class LeaderFusion(Strategy):
             skip = {best.id} if best is not None else None
         order = Ordering.LEAST_PROGRESSED
         if self.params.others == "rank-aware":
-            if self._fast is None:
-                others = [w for w in view.workers if w.id != self._leader_worker]
-                times = sorted(w.step_time_s for w in others)
-                self._fast = {w.id for w in others if w.step_time_s <= times[(len(times) - 1) // 2]}
+            if self._fast is None:  # the faster half of the workers other than the leader's
+                self._fast = fast_half([w for w in view.workers if w.id != self._leader_worker])
             order = Ordering.BEST_RANKED if worker.id in self._fast else Ordering.WORST_RANKED
         t = view.peek(order, skip)
         return IDLE if t is None else Run(t.id, view.interval)

@@ -10,14 +10,7 @@ restore overhead.
 from __future__ import annotations
 
 from hetune.sim.strategies import register
-from hetune.sim.strategies.base import Ordering, IDLE, Decision, Run, SimView, Strategy, WorkerView
-
-
-def fast_half(view: SimView) -> set[int]:
-    """Ids of the workers in the faster half by step time (the median included)."""
-    times = sorted(w.step_time_s for w in view.workers)
-    median = times[(len(times) - 1) // 2]
-    return {w.id for w in view.workers if w.step_time_s <= median}
+from hetune.sim.strategies.base import Ordering, IDLE, Decision, Run, SimView, Strategy, WorkerView, fast_half
 
 
 @register
@@ -31,6 +24,6 @@ class RankAware(Strategy):
 
     def assign(self, worker: WorkerView, view: SimView) -> Decision:
         if self._fast is None:
-            self._fast = fast_half(view)  # workers never change speed: compute once
+            self._fast = fast_half(view.workers)  # workers never change speed: compute once
         t = view.peek(Ordering.BEST_RANKED if worker.id in self._fast else Ordering.WORST_RANKED)
         return IDLE if t is None else Run(t.id, view.interval)
