@@ -20,7 +20,9 @@ Steps, each skipped when its output exists (so the benchmark runs in parts and r
    and for Ray Tune's own PBT (``tune-default --plain``), one run per seed, into
    results/fidelity/runs/<strategy>-s<seed> (an interrupted run is continued with --resume);
 3. ``hetune compare`` of each run (simulated with the same calibration, seed and config);
-4. results/fidelity/table.md and table.json: per strategy, the median over seeds of real and
+4. results/fidelity/table.md and table.json: refused when the runs were judged with different inputs
+   (each run freezes its inputs before it starts, sim/snapshot.py; a changed model is a new
+   benchmark folder); per strategy, the median over seeds of real and
    simulated makespan and time to target, their errors, and the replay error, next to the targets.
 
 ``--recalibrate NAME`` re-judges the under-load real runs without re-running them: step 1 again
@@ -160,8 +162,26 @@ def _order(data: dict[str, dict]) -> str:
         "swapped by makespan: " + "; ".join(swaps))
 
 
+def benchmark_inputs(fids: dict[str, dict]) -> str:
+    """The one inputs hash every compared run was judged with (fidelity.json's ``inputs``); exits with
+    status 2 and one line when runs of different inputs would share a table, or a run was compared
+    before inputs were frozen: a changed model is a new benchmark, and the old table stays as it was."""
+    hashes: dict[str, list[str]] = {}
+    for name, f in sorted(fids.items()):
+        h = (f.get("inputs") or {}).get("inputs_hash") or "none recorded (compared before inputs were frozen)"
+        hashes.setdefault(h, []).append(name)
+    if len(hashes) > 1 or any(h.startswith("none") for h in hashes):
+        parts = "; ".join(f"{h[:12]}: {', '.join(names)}" for h, names in sorted(hashes.items()))
+        print(f"bench_fidelity: error: {OUT}: the runs were judged with different inputs ({parts}); "
+              "compare them again with the same inputs or start a new benchmark folder", file=sys.stderr)
+        raise SystemExit(2)
+    return next(iter(hashes), "")
+
+
 def table(labels: list[str]) -> str:
     rows, data = [], {}
+    every = {str(p.parent.name): json.loads(p.read_text()) for p in sorted((OUT / "runs").glob("*-s*/fidelity.json"))}
+    judged = benchmark_inputs(every)
     for label in labels:
         fids = [json.loads(p.read_text()) for p in sorted((OUT / "runs").glob(f"{label}-s*/fidelity.json"))]
         fids = [f for f in fids if (f.get("strategy") == label.replace("-plain", ""))]
@@ -203,7 +223,8 @@ def table(labels: list[str]) -> str:
                     f"({med['within_sim_range']}/{med['runs']} within) | {med['exploits_real']} / {med['exploits_sim']} | "
                     f"{med['share_gap_pp']} pp | "
                     + ", ".join(f"{d} {pct(v)}" for d, v in med["step_time_error_pct"].items()) + " |")
-    head = (f"Measured on host {platform.node()!r}; medians over seeds; errors are (sim - real) / real.\n"
+    head = (f"Measured on host {platform.node()!r}; medians over seeds; errors are (sim - real) / real; every run "
+            f"judged with inputs hash {judged[:12]} (each run's inputs.json and fidelity.json).\n"
             f"Targets: |makespan error| <= {TARGETS['makespan']:g}%, |time-to-target error| <= "
             f"{TARGETS['time_to_target']:g}% (a run where only one of sim and real reaches the target is a miss), "
             f"|replay error| <= {TARGETS['replay']:g}%.\n\n"
@@ -213,7 +234,7 @@ def table(labels: list[str]) -> str:
             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     text = head + "\n" + "\n".join(rows) + "\n\n" + _order(data) + "\n"
     (OUT / "table.md").write_text(text)
-    (OUT / "table.json").write_text(json.dumps(data, indent=1) + "\n")
+    (OUT / "table.json").write_text(json.dumps({"inputs_hash": judged, "strategies": data}, indent=1) + "\n")
     return text
 
 

@@ -288,9 +288,20 @@ def write_curves(events: list[str], out: Path, model: str, dataset: str,
     params, stats = fit_curves(runs, chance=1.0 / (100 if dataset == "cifar100" else 10))
     base.setdefault("curves", {})[model] = to_mapping(params)
     base.setdefault("provenance", {})["curves"] = (
-        f"fitted by hetune calibrate curves from {len(runs)} run(s) ({', '.join(events)}): "
+        f"fitted by hetune calibrate curves from {len(runs)} run(s) ({', '.join(_named(e, out) for e in events)}): "
         f"{stats['points']} accuracies, RMSE {stats['rmse']:.4f}; " + "; ".join(describe(params, stats)))
     atomic_write_toml(out, base, header="Calibration with learning curves fitted from real runs "
                                         "(`hetune calibrate curves`).")
     load_calibration(out)
     return params, stats
+
+
+def _named(run: str, out: Path) -> str:
+    """A recorded run as the calibration names it: relative to the calibration's folder where it can
+    be, so that no path of the machine that fitted it is written into a committed file."""
+    import os
+
+    try:
+        return os.path.relpath(Path(run).resolve(), Path(out).resolve().parent)
+    except ValueError:  # another drive
+        return Path(run).name

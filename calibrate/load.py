@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from hetune.sim.cluster import ClusterConfig
+from hetune.sim.enums import DeviceKind
 
 READY_TIMEOUT_S = 120.0  # model build and first step of every load task
 MAX_LOAD_S = 1800.0  # a load task ends by itself after this, whatever happens to the calibration
@@ -36,7 +37,7 @@ def load_slots(cluster: ClusterConfig, device: str, cores: int) -> list[tuple[st
     out: list[tuple[str, int, float]] = []
     taken = False
     for _, g in cluster.node_names():
-        if cluster.devices[g.device].kind != "cpu":
+        if cluster.device_kind(g.device) != DeviceKind.CPU:
             continue
         slowdown = cluster.devices[g.device].emulated_slowdown
         free = g.cpus

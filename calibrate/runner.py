@@ -20,6 +20,7 @@ from hetune.calibrate.build import DEFAULT_PARALLEL_FRACTION, build_file, fit_ce
 from hetune.calibrate.fit import amdahl_parallel_fraction
 from hetune.real.discovery import DeviceTarget, discover, local_resources
 from hetune.sim.cluster import ClusterConfig, load_cluster
+from hetune.sim.enums import DeviceKind
 from hetune.sim.errors import ConfigError
 from hetune.sim.throughput import Sample, load_calibration
 from hetune.sim.tomlfile import atomic_write_toml, read_toml
@@ -127,8 +128,9 @@ def _connect(req: CalibrateRequest, cluster: ClusterConfig):
 def _probe_task(model: str, batch: int, steps: int, warmup: int, target: DeviceTarget, stem: str,
                 data: Any, seed: int) -> dict[str, Any]:
     from hetune.calibrate.probe import probe
-    return probe(model, CLASSES[model], batch, steps, warmup, device="cuda" if target.kind == "gpu" else "cpu",
-                 threads=target.num_cpus if target.kind == "cpu" else 0, slowdown=target.slowdown, stem=stem,
+    gpu = target.kind == DeviceKind.GPU
+    return probe(model, CLASSES[model], batch, steps, warmup, device="cuda" if gpu else "cpu",
+                 threads=0 if gpu else target.num_cpus, slowdown=target.slowdown, stem=stem,
                  eval_samples=min(1000, max(batch, 256)), data=data, seed=seed)
 
 
@@ -262,7 +264,7 @@ def _scaling_cells(cluster: ClusterConfig, targets: list[DeviceTarget],
     Sample device: "<type>@<threads>"."""
     out = []
     for t in targets:
-        if t.kind != "cpu":
+        if t.kind != DeviceKind.CPU:
             continue
         most = max(g.cpus for _, g in cluster.node_names() if g.device == t.device)
         for n in sorted({1, most} - {t.num_cpus}):
@@ -286,7 +288,7 @@ def _load(req: CalibrateRequest, ray: Any, cluster: ClusterConfig, t: DeviceTarg
     """The background load of a cell (calibrate/load.py) under --under-load; else nothing."""
     import contextlib
 
-    if not req.under_load or t.kind != "cpu":
+    if not req.under_load or t.kind != DeviceKind.CPU:
         return contextlib.nullcontext()
     from hetune.calibrate.load import Load, load_slots
 
@@ -329,7 +331,7 @@ def _write(req: CalibrateRequest, samples: list[Sample], extras_raw: dict[tuple[
                               for k in ("eval_s", "checkpoint_mb", "save_s", "load_s", "start_overhead_s", "gradient_mb")}
         ex["stem"] = req.stem
         ex.update((overheads or {}).get(key, {}))  # what a Tune trial pays, measured through Tune
-        if rows[0]["kind"] == "cpu":
+        if rows[0]["kind"] == DeviceKind.CPU:
             ex["reference_cores"] = int(rows[0]["cores"])
             p = _parallel_fraction(samples, model, device, ex["reference_cores"])
             if p is None:  # no node of this type has other core counts: no worker ever uses them

@@ -9,7 +9,8 @@ from typing import Any
 
 from hetune.common import add_force_option, add_set_option, add_size_option, default_experiment, positive
 from hetune.sim.size import check_size
-from hetune.sim.errors import ConfigError
+from hetune.sim.errors import ConfigError, RunFailed
+from hetune.sim.learning import LearningModelFailed
 
 
 def cmd_strategies(args: argparse.Namespace) -> int:
@@ -46,7 +47,19 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     if args.adapt_policy:
         from hetune.adapt.hook import PolicyHook
         hooks.append(PolicyHook(Path(args.adapt_policy)))
-    result = simulate(inputs, inputs.make_strategy(strategy), seed, population, hooks)
+    try:
+        result = simulate(inputs, inputs.make_strategy(strategy), seed, population, hooks)
+    except LearningModelFailed as exc:  # a user's model failed: what ran before it is kept
+        events = getattr(exc, "events", [])
+        if events:
+            from hetune.sim.events import dumps
+            from hetune.sim.snapshot import write_snapshot
+            from hetune.sim.tomlfile import atomic_write_text
+
+            write_snapshot(out, inputs, strategy, seed, frozen="with the partial events of a failed run")
+            atomic_write_text(out / "events.partial.jsonl", dumps(events))
+            raise RunFailed(f"{exc}; the {len(events)} events before it are in {out / 'events.partial.jsonl'}") from None
+        raise
     summary = write_run(out, inputs, result.events, strategy, seed,
                         extra={"replay_of": str(Path(args.replay).resolve())} if args.replay else None)
     ttt = summary["time_to_target_s"]

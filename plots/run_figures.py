@@ -10,8 +10,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from hetune.plots.style import LINESTYLES, figure, save
-
-BUSY = ("trial_start", "resume", "chunk", "checkpoint", "exploit")
+from hetune.sim.events import BUSY_KINDS
 
 
 def _workers(events: list[dict[str, Any]]) -> list[tuple[int, str, str]]:
@@ -32,7 +31,7 @@ def timeline(events: list[dict[str, Any]], out: Path, label: str, pdf: bool = Fa
     colors: dict[int, list[Any]] = defaultdict(list)
     over: dict[int, list[tuple[float, float]]] = defaultdict(list)
     for e in events:
-        if e["kind"] in BUSY and e["worker"] in row and e.get("duration_s"):
+        if e["kind"] in BUSY_KINDS and e["worker"] in row and e.get("duration_s"):
             span = (e["t"] - e["duration_s"], e["duration_s"])
             if e["kind"] == "chunk":
                 spans[e["worker"]].append(span)
@@ -157,7 +156,7 @@ def utilization(events: list[dict[str, Any]], out: Path, label: str, pdf: bool =
         elif e["kind"] == "worker_removed" and e["worker"] in added:
             t0, dev = added.pop(e["worker"])
             add(alive[dev], t0, e["t"], devices_of[e["worker"]])
-        elif e["kind"] in BUSY and e.get("duration_s") and e["worker"] in devices_of:
+        elif e["kind"] in BUSY_KINDS and e.get("duration_s") and e["worker"] in devices_of:
             add(busy[e["device"]], e["t"] - e["duration_s"], e["t"], devices_of[e["worker"]])
     for w, (t0, dev) in added.items():
         add(alive[dev], t0, end, devices_of[w])

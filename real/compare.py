@@ -1,8 +1,11 @@
 """``hetune compare``: how far the simulator was from a real run of the same experiment and strategy.
 
-The real run's folder holds its resolved config (experiment, strategy, seed,
-cluster and calibration paths); the simulator runs that same config, and both
-event logs go through the same summary code. Errors are (simulated - real) / real.
+The real run's folder holds the inputs it froze before it started (sim/snapshot.py: experiment,
+strategy, seed, cluster, calibration with its curves, and their hashes); the simulator runs exactly
+those, checked against their hashes (never the shipped files they came from), and both event logs
+go through the same summary code. ``--set`` overrides judge the run under other inputs on purpose
+(another calibration, say); fidelity.json records the hash of what it was judged with. Errors are
+(simulated - real) / real.
 """
 
 from __future__ import annotations
@@ -18,12 +21,12 @@ from hetune.real.provenance import calibration_note
 from hetune.sim.engine import simulate
 from hetune.sim.errors import ConfigError
 from hetune.sim.events import read_events
-from hetune.sim.loader import load_inputs
+from hetune.sim.snapshot import code_version, inputs_hash, load_snapshot, version_note
 from hetune.sim.replay import ReplayPopulation
 from hetune.sim.results import prices
 from hetune.sim.summary import summarize
 from hetune.sim.events import dumps
-from hetune.sim.tomlfile import atomic_write_json, atomic_write_text, read_toml
+from hetune.sim.tomlfile import atomic_write_json, atomic_write_text
 
 
 def seconds_per_iteration(events: list[dict[str, Any]]) -> dict[str, float]:
@@ -67,13 +70,9 @@ def compare(run_dir: Path, overrides: list[str] | None = None) -> dict[str, Any]
         run_dir: a folder written by validate.
         overrides: ``--set`` strings, e.g. another calibration to judge.
     """
-    cfg_path = run_dir / "config.toml"
-    cfg = read_toml(cfg_path)
-    strategy = cfg.get("strategy", {}).get("name")
-    if not isinstance(strategy, str):  # every run folder records its strategy (sim/results.resolved_config)
-        raise ConfigError(str(cfg_path), "strategy.name", "missing: not a run folder written by validate")
-    seed = int(cfg.get("experiment", {}).get("seed", 0))
-    inputs = load_inputs(cfg_path, overrides)
+    # Judged with the run's own frozen inputs, never with the shipped files they came from.
+    inputs, manifest = load_snapshot(run_dir, overrides)
+    strategy, seed = inputs.experiment.strategy.name, inputs.experiment.experiment.seed
     real_events = read_events(run_dir / "events.jsonl")
     info = inputs.experiment.experiment
     target, budget = info.target_accuracy, (info.budget_s, info.budget_cost)
@@ -89,7 +88,11 @@ def compare(run_dir: Path, overrides: list[str] | None = None) -> dict[str, Any]
     if not real_spi:
         raise ConfigError(str(run_dir / "events.jsonl"), "", "no chunk events: the real run did not train")
     out = {
-        "strategy": strategy, "seed": seed, "calibration": inputs.experiment.calibration.path,
+        "strategy": strategy, "seed": seed, "calibration": _shown(inputs.experiment.calibration.path, run_dir),
+        # what the run was judged with: its snapshot (sim/snapshot.py), or that and --set overrides
+        "inputs": {"inputs_hash": inputs_hash(inputs), "frozen_hash": manifest["inputs_hash"],
+                   "overrides": list(overrides or []), "code_version": manifest.get("code_version"),
+                   "judged_by": code_version(), "version_note": version_note(manifest)},
         "makespan_s": {"real": real["makespan_s"], "sim": sim["makespan_s"]},
         "makespan_error_pct": _err(sim["makespan_s"], real["makespan_s"]),
         "time_to_target_s": {"real": real["time_to_target_s"], "sim": sim["time_to_target_s"]},
@@ -108,8 +111,8 @@ def compare(run_dir: Path, overrides: list[str] | None = None) -> dict[str, Any]
                             for d, v in iteration_shares(real_events).items()},
         "decisions": {"real": decision_counts(real_events), "sim": decision_counts(sim_events)},
         # None when the calibration was measured where the run ran; else why the errors above may not hold
-        "calibration_note": calibration_note(inputs.calibration.provenance, inputs.experiment.calibration.path,
-                                             ran_on),
+        "calibration_note": calibration_note(inputs.calibration.provenance,
+                                             _shown(inputs.experiment.calibration.path, run_dir), ran_on),
     }
     out.update(_spread(inputs, strategy, real))
     if inputs.experiment.faults.enabled or real["failures"]:
@@ -174,6 +177,14 @@ def _fault_part(inputs: Any, strategy: str, seed: int, real: dict[str, Any], sim
             "makespan_error_pct_without_faults": _err(calm_makespan, real["makespan_s"])}
 
 
+def _shown(path: str, run_dir: Path) -> str:
+    """A path as the record shows it: relative to the run folder when inside it (no build-host path)."""
+    try:
+        return str(Path(path).resolve().relative_to(run_dir.resolve()))
+    except ValueError:
+        return path
+
+
 def _run_host(run_dir: Path) -> dict[str, str] | None:
     """The host and versions a validate run recorded in its summary (None for older runs: this host)."""
     try:
@@ -187,7 +198,16 @@ def format_fidelity(f: dict[str, Any]) -> str:
     """Fidelity as readable lines."""
     def pct(v: float | None) -> str:
         return "n/a" if v is None else f"{v:+.1f}%"
-    lines = [f"strategy {f['strategy']}, seed {f['seed']}",
+    lines = [f"strategy {f['strategy']}, seed {f['seed']}"]
+    if "inputs" in f:
+        x = f["inputs"]
+        lines.append(f"judged with the run's frozen inputs (inputs hash {x['frozen_hash'][:12]})" if not x["overrides"]
+                     else f"judged with the run's frozen inputs and --set {' '.join(x['overrides'])} "
+                          f"(inputs hash {x['inputs_hash'][:12]}; frozen {x['frozen_hash'][:12]})")
+        if x.get("version_note"):
+            lines.append(f"note: {x['version_note']}")
+    lines += [
+
              f"makespan: real {f['makespan_s']['real']:,.1f} s, sim {f['makespan_s']['sim']:,.1f} s, "
              f"error {pct(f['makespan_error_pct'])}",
              f"time to target: real {f['time_to_target_s']['real']}, sim {f['time_to_target_s']['sim']}, "

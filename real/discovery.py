@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
 from hetune.sim.cluster import ClusterConfig
+from hetune.sim.enums import DeviceKind
 
 
 @dataclass(frozen=True)
@@ -14,7 +15,7 @@ class DeviceTarget:
 
     Args:
         device: device type name from the cluster config.
-        kind: "gpu" or "cpu".
+        kind: the device type's kind (GPU or CPU).
         resources: Ray custom resources the task asks for.
         num_gpus: GPUs the task asks for.
         num_cpus: CPU cores the task asks for (and torch threads on CPU types).
@@ -24,7 +25,7 @@ class DeviceTarget:
     """
 
     device: str
-    kind: str
+    kind: DeviceKind
     resources: dict[str, float]
     num_gpus: float
     num_cpus: int
@@ -42,7 +43,7 @@ def local_resources(cluster: ClusterConfig) -> dict[str, float]:
     """Custom resources a local Ray instance gets so each declared CPU device type can be targeted."""
     out: dict[str, float] = {}
     for _, g in cluster.node_names():
-        if cluster.devices[g.device].kind == "cpu":
+        if cluster.device_kind(g.device) == DeviceKind.CPU:
             out[custom_resource(g.device)] = out.get(custom_resource(g.device), 0) + g.cpu_workers()
     return out
 
@@ -59,27 +60,27 @@ def discover(cluster: ClusterConfig, ray_nodes: Iterable[Mapping[str, Any]]) -> 
         ray_nodes: ``ray.nodes()`` entries (alive ones are used).
     """
     alive = [n.get("Resources", {}) for n in ray_nodes if n.get("Alive", True)]
-    cpu_types = [d for d, spec in cluster.devices.items() if spec.kind == "cpu"]
+    cpu_types = [d for d in cluster.devices if cluster.device_kind(d) == DeviceKind.CPU]
     targets = []
     for device in sorted(cluster.devices):
         spec = cluster.devices[device]
         groups = [g for _, g in cluster.node_names() if g.device == device]
         cores = min(g.worker_size for g in groups) if groups else 1
         custom = custom_resource(device)
-        if spec.kind == "gpu":
+        if cluster.device_kind(device) == DeviceKind.GPU:
             label = f"accelerator_type:{spec.accelerator_type}" if spec.accelerator_type else None
             hit_custom = any(r.get(custom, 0) > 0 for r in alive)
             hit_label = label is not None and any(r.get(label, 0) > 0 and r.get("GPU", 0) > 0 for r in alive)
             res = {custom: 1.0} if hit_custom else ({label: 0.001} if hit_label and label else {})
             found = hit_custom or hit_label
             reason = "" if found else (f"no Ray node has GPUs with {label}" if label else f"no Ray node has {custom}")
-            targets.append(DeviceTarget(device, "gpu", res, 1.0, 1, spec.emulated_slowdown, found, reason))
+            targets.append(DeviceTarget(device, DeviceKind.GPU, res, 1.0, 1, spec.emulated_slowdown, found, reason))
         else:
             hit_custom = any(r.get(custom, 0) > 0 for r in alive)
             plain = len(cpu_types) == 1 and any(r.get("CPU", 0) > 0 and not r.get("GPU") for r in alive)
             found = hit_custom or plain
             res = {custom: 1.0} if hit_custom else {}
             ncpu = max((r.get("CPU", 0) for r in alive), default=0)
-            targets.append(DeviceTarget(device, "cpu", res, 0.0, int(max(1, min(cores, ncpu or cores))),
+            targets.append(DeviceTarget(device, DeviceKind.CPU, res, 0.0, int(max(1, min(cores, ncpu or cores))),
                                         spec.emulated_slowdown, found, "" if found else f"no Ray node has {custom}"))
     return targets

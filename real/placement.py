@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from hetune.sim.cluster import ClusterConfig, WorkerSpec
+from hetune.sim.enums import DeviceKind
 from hetune.sim.errors import ConfigError
 from hetune.sim.strategies.base import Strategy
 
@@ -35,7 +36,7 @@ class Placement:
 
 
 def _trial_cpus(cluster: ClusterConfig) -> int:
-    sizes = [g.worker_size for _, g in cluster.node_names() if cluster.devices[g.device].kind == "cpu"]
+    sizes = [g.worker_size for _, g in cluster.node_names() if cluster.device_kind(g.device) == DeviceKind.CPU]
     return min(sizes) if sizes else 1
 
 
@@ -50,7 +51,7 @@ def placement(strategy: Strategy, cluster: ClusterConfig, workers: list[WorkerSp
         step_time_s: seconds per iteration for (device type, devices), from the calibration.
         plain: Ray Tune's own PBT scheduling, no adapter (only for a strategy that is Ray's own).
     """
-    has_gpu = any(cluster.devices[w.device].kind == "gpu" for w in workers)
+    has_gpu = any(cluster.device_kind(w.device) == DeviceKind.GPU for w in workers)
     base = {"GPU": 1.0} if has_gpu else {"CPU": float(_trial_cpus(cluster))}
     if plain:
         if not strategy.ray_native:
@@ -59,6 +60,6 @@ def placement(strategy: Strategy, cluster: ClusterConfig, workers: list[WorkerSp
         return Placement(base, lambda pbt, **_: pbt)
     from hetune.real.strategy_scheduler import StrategyScheduler, node_resources
 
-    kinds = {name: d.kind for name, d in cluster.devices.items()}
-    return Placement(base, lambda pbt, **args: StrategyScheduler(strategy, workers, step_time_s, kinds, pbt, **args),
+    return Placement(base, lambda pbt, **args: StrategyScheduler(strategy, workers, step_time_s, cluster.device_kind,
+                                                                 pbt, **args),
                      node_resources(workers))

@@ -21,6 +21,7 @@ from ray.tune.schedulers import PopulationBasedTraining
 
 from hetune.sim.cluster import WorkerSpec
 from hetune.sim.events import make_event
+from hetune.sim.tomlfile import atomic_replace
 
 
 def trial_index(trial: Any) -> int:
@@ -83,7 +84,8 @@ class EventLog:
         last = max((e["t"] for e in self.events), default=0.0)
         self.t0 = time.time() - last
         self.resumed = True
-        journal.write_text("".join(json.dumps(e, separators=(",", ":")) + "\n" for e in self.events))
+        # rewritten whole (a torn last line dropped): a kill during the rewrite keeps the old journal
+        atomic_replace(journal, "".join(json.dumps(e, separators=(",", ":")) + "\n" for e in self.events))
         self.journal = journal
 
     def now(self, wall: float | None = None) -> float:

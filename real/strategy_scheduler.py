@@ -10,19 +10,18 @@ what each chunk cost. PBT itself (ranking, exploit, explore) is the wrapped Popu
 Tune starts PENDING trials without asking a scheduler, so every trial is held PAUSED when it is
 added and starts only when the strategy places it. Usable in any Tuner::
 
-    scheduler = StrategyScheduler(strategy, workers, step_time_s, kinds, pbt, interval=10, mode="max",
-                                  stop_iterations=1000)
+    scheduler = StrategyScheduler(strategy, workers, step_time_s, cluster.device_kind, pbt, interval=10,
+                                  mode="max", stop_iterations=1000)
     tune.Tuner(my_trainable, param_space=..., tune_config=tune.TuneConfig(scheduler=scheduler,
                reuse_actors=False), run_config=...)
 """
 
 from __future__ import annotations
 
-import os
 import pickle
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from ray.tune.experiment import Trial
 from ray.tune.schedulers import PopulationBasedTraining, TrialScheduler
@@ -31,7 +30,9 @@ from hetune.real.recorder import trial_index
 from hetune.real.slot_liveness import SlotLiveness
 from hetune.real.strategy_view import Slot, TrialState, TuneView, slot_resource
 from hetune.sim.cluster import WorkerSpec
+from hetune.sim.enums import DeviceKind, TrialStatus
 from hetune.sim.strategies.base import Retire, Run, Strategy
+from hetune.sim.tomlfile import atomic_replace
 
 STALL_S = 30.0  # nothing running, nothing placed, every slot idle this long: the strategy has stalled
 DOWN_STALL_S = 600.0  # the same while some slot's node is down
@@ -56,7 +57,8 @@ class StrategyScheduler(TrialScheduler):
         strategy: a fresh strategy instance (sim/strategies).
         workers: ``strategy.workers(cluster, step_time_s)``: slot i is worker i.
         step_time_s: seconds per iteration for (device type, devices), from the calibration.
-        kinds: device type -> "gpu" or "cpu".
+        kinds: device type -> its kind: ``ClusterConfig.device_kind``, or a mapping such as
+            {"v100": "gpu"}.
         pbt: the PopulationBasedTraining doing ranking, exploit and explore.
         interval: its perturbation interval, iterations (what strategies size chunks by).
         mode: its mode, "max" or "min" (what best-ranked means).
@@ -76,8 +78,8 @@ class StrategyScheduler(TrialScheduler):
     """
 
     def __init__(self, strategy: Strategy, workers: list[WorkerSpec], step_time_s: Callable[[str, int], float],
-                 kinds: dict[str, str], pbt: PopulationBasedTraining, interval: int, mode: str,
-                 stop_iterations: int, target_accuracy: float = 1.0,
+                 kinds: Mapping[str, str] | Callable[[str], str], pbt: PopulationBasedTraining, interval: int,
+                 mode: str, stop_iterations: int, target_accuracy: float = 1.0,
                  on_pause: Callable[[Any], None] | None = None, checkpoint_interval: int = 0,
                  on_decision: Callable[[Slot, Run | Retire], None] | None = None,
                  state_path: str | Path | None = None,
@@ -90,7 +92,9 @@ class StrategyScheduler(TrialScheduler):
         self.checkpoint_interval = checkpoint_interval or interval
         self.strategy = strategy
         self.pbt = pbt
-        self.slots = [Slot(i, w, kinds[w.device], step_time_s(w.device, w.devices)) for i, w in enumerate(workers)]
+        kind_of = kinds.__getitem__ if isinstance(kinds, Mapping) else kinds
+        self.slots = [Slot(i, w, DeviceKind(kind_of(w.device)), step_time_s(w.device, w.devices))
+                      for i, w in enumerate(workers)]
         self.trials: dict[int, TrialState] = {}
         self.target_accuracy = target_accuracy
         self.view = TuneView(self.slots, self.trials, interval, stop_iterations, mode)
@@ -122,11 +126,10 @@ class StrategyScheduler(TrialScheduler):
 
         spec = load_cluster(cluster)
         step_time_s = load_calibration(calibration).step_time_fn(model, batch_size, spec, str(calibration))
-        kinds = {name: d.kind for name, d in spec.devices.items()}
 
         instance = strategies.create(strategy, strategies.parse_params(strategy, params, "params"))
         # Ray Tune 2.x keeps these as attributes of PopulationBasedTraining; there is no public getter.
-        return cls(instance, instance.workers(spec, step_time_s), step_time_s, kinds, pbt,
+        return cls(instance, instance.workers(spec, step_time_s), step_time_s, spec.device_kind, pbt,
                    interval=int(pbt._perturbation_interval), mode=pbt._mode or "max",
                    stop_iterations=stop_iterations, target_accuracy=target_accuracy)
 
@@ -151,7 +154,7 @@ class StrategyScheduler(TrialScheduler):
             for key, value in saved.items():
                 if value is not None:
                     setattr(st, key, value)
-        if i in self.trials and self.trials[i].status == "running":  # re-added after a failure
+        if i in self.trials and self.trials[i].status == TrialStatus.RUNNING:  # re-added after a failure
             slot = self._slot_of(trial)
             self.liveness.refresh(self.slots, force=True)
             if slot is not None and slot.down:
@@ -160,13 +163,13 @@ class StrategyScheduler(TrialScheduler):
         state = self.trials.setdefault(i, TrialState(i))
         state.iteration = int((trial.last_result or {}).get("training_iteration", state.iteration))  # restored
         if trial.status in (Trial.TERMINATED, Trial.ERROR):
-            state.status = "stopped"
+            state.status = TrialStatus.STOPPED
             return
         if trial.status == Trial.PENDING:
             # Held until the strategy places it: on_trial_add runs before Tune files the trial
             # under its status, so a PAUSED trial is never started by Tune on its own.
             trial.set_status(Trial.PAUSED)
-        state.status = "pending" if state.iteration == 0 else "paused"
+        state.status = TrialStatus.PENDING if state.iteration == 0 else TrialStatus.PAUSED
 
     def on_trial_error(self, tune_controller: Any, trial: Trial) -> None:
         self.pbt.on_trial_error(tune_controller, trial)  # a retried trial comes back through on_trial_add
@@ -203,7 +206,7 @@ class StrategyScheduler(TrialScheduler):
         if state.iteration < self._chunk_end(slot):
             return TrialScheduler.CONTINUE  # mid-chunk; PBT's "pause when others wait" is the strategy's call
         self._end_chunk(slot, state)
-        state.status = "paused"  # runnable again, so the strategy may choose it for this worker
+        state.status = TrialStatus.PAUSED  # runnable again, so the strategy may choose it for this worker
         slot.resident = state  # in memory here, as the simulator's worker holds its trial at a chunk end
         decision = self._ask(slot)
         if isinstance(decision, Run) and decision.trial == state.id and not decision.restart:
@@ -251,7 +254,7 @@ class StrategyScheduler(TrialScheduler):
         and waits, paused, for the strategy to place it on another slot."""
         trial = slot.trial
         slot.trial, slot.reserved, slot.chunk_start_iter, slot.resident = None, False, None, None
-        self.trials[trial_index(trial)].status = "paused"
+        self.trials[trial_index(trial)].status = TrialStatus.PAUSED
         if trial.status == Trial.PENDING:  # Tune filed it as pending already: move it through Tune
             tune_controller._set_trial_status(trial, Trial.PAUSED)
 
@@ -287,9 +290,7 @@ class StrategyScheduler(TrialScheduler):
 
     def _persist(self) -> None:
         if self.state_path is not None:  # written whole, then renamed: a kill leaves the last state
-            tmp = self.state_path.with_suffix(".tmp")
-            tmp.write_bytes(pickle.dumps({"strategy": self.strategy, "pbt": self._pbt_state()}))
-            os.replace(tmp, self.state_path)
+            atomic_replace(self.state_path, pickle.dumps({"strategy": self.strategy, "pbt": self._pbt_state()}))
 
     def _ask(self, slot: Slot) -> Any:
         """The strategy's answer for ``slot``, reported to ``on_decision`` unless it is Idle."""
@@ -319,7 +320,7 @@ class StrategyScheduler(TrialScheduler):
         slot.chunk_len = max(1, iterations)
         self.last_slot[state.id] = slot.id
         slot.chunk_seconds = 0.0
-        state.status = "running"
+        state.status = TrialStatus.RUNNING
 
     def _end_chunk(self, slot: Slot, state: TrialState) -> None:
         done = 0 if slot.chunk_start_iter is None else state.iteration - slot.chunk_start_iter
@@ -330,13 +331,13 @@ class StrategyScheduler(TrialScheduler):
 
     def _release(self, slot: Slot, state: TrialState) -> None:
         slot.trial = None
-        slot.resident = state if state.status != "stopped" else None
-        if state.status == "running":
-            state.status = "paused"
+        slot.resident = state if state.status != TrialStatus.STOPPED else None
+        if state.status == TrialStatus.RUNNING:
+            state.status = TrialStatus.PAUSED
 
     def _reserve(self, slot: Slot, decision: Run, tune_controller: Any) -> None:
         state = self.trials.get(decision.trial)
-        if state is None or state.status not in ("pending", "paused"):
+        if state is None or not state.status.runnable:
             raise RuntimeError(f"strategy {self.strategy.name!r} chose trial {decision.trial}, which is "
                                f"{'unknown' if state is None else state.status}")
         trial = next(t for t in tune_controller.get_trials() if trial_index(t) == decision.trial)
@@ -358,7 +359,7 @@ class StrategyScheduler(TrialScheduler):
         slot = self._slot_of(trial)
         if slot is not None:
             self._end_chunk(slot, state)
-        state.status = "stopped"
+        state.status = TrialStatus.STOPPED
         if slot is not None:
             self._release(slot, state)
         for s in self.slots:
@@ -366,7 +367,7 @@ class StrategyScheduler(TrialScheduler):
                 s.resident = None
 
     def _check_stall(self, tune_controller: Any) -> None:
-        waiting = any(t.status in ("pending", "paused") for t in self.trials.values())
+        waiting = any(t.status.runnable for t in self.trials.values())
         busy = any(s.trial is not None for s in self.slots)
         if not waiting or busy or any(t.status == Trial.RUNNING for t in tune_controller.get_trials()):
             self._idle_since = None
@@ -375,8 +376,9 @@ class StrategyScheduler(TrialScheduler):
         self._idle_since = self._idle_since or now
         # a lost node may come back (a replacement declares its slots): wait longer before giving up
         if now - self._idle_since > (DOWN_STALL_S if any(s.down for s in self.slots) else STALL_S):
+            unfinished = sum(t.status != TrialStatus.STOPPED for t in self.trials.values())
             raise StrategyStalled(f"strategy {self.strategy.name!r} left every worker idle with "
-                                  f"{sum(t.status != 'stopped' for t in self.trials.values())} trial(s) unfinished")
+                                  f"{unfinished} trial(s) unfinished")
 
     def debug_string(self) -> str:
         busy = sum(s.trial is not None for s in self.slots)

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hetune.sim.cluster import WorkerSpec
+from hetune.sim.enums import DeviceKind, TrialStatus
 from hetune.sim.runnable import Ordering, ordering_keys
 
 
@@ -27,13 +28,13 @@ class TrialState:
         id: the trial's creation index.
         iteration: training iterations done (Tune's training_iteration).
         accuracy: the last reported accuracy, None before the first.
-        status: "pending" (never ran), "paused", "running" (or reserved for a slot), "stopped".
+        status: PENDING (never ran), PAUSED, RUNNING (or reserved for a slot), STOPPED.
     """
 
     id: int
     iteration: int = 0
     accuracy: float | None = None
-    status: str = "pending"
+    status: TrialStatus = TrialStatus.PENDING
 
 
 @dataclass(eq=False)
@@ -43,13 +44,13 @@ class Slot:
     Args:
         id: worker id (its index in the strategy's worker list).
         spec: node, device type and devices of the worker.
-        kind: "gpu" or "cpu".
+        kind: what the worker holds (whole GPUs or cores).
         step_time_s: seconds per iteration predicted by the calibration.
     """
 
     id: int
     spec: WorkerSpec
-    kind: str
+    kind: DeviceKind
     step_time_s: float
     resident: TrialState | None = None  # the trial it last ran, while that trial waits paused
     retired: bool = False
@@ -79,7 +80,7 @@ class Slot:
     def resources(self) -> dict[str, float]:
         """What a trial placed here asks Ray for: the slot's token and its devices."""
         token = {slot_resource(self.id): 1.0}
-        if self.kind == "gpu":
+        if self.kind == DeviceKind.GPU:
             return {"CPU": 1.0, "GPU": float(self.devices), **token}
         return {"CPU": float(self.devices), **token}
 
@@ -118,11 +119,11 @@ class TuneView:
 
     @property
     def remaining_iterations(self) -> int:
-        return sum(self._stop - t.iteration for t in self._trials.values() if t.status != "stopped")
+        return sum(self._stop - t.iteration for t in self._trials.values() if t.status != TrialStatus.STOPPED)
 
     def peek(self, ordering: Ordering, skip: set[int] | None = None) -> TrialState | None:
         runnable = [t for t in self._trials.values()
-                    if t.status in ("pending", "paused") and not (skip and t.id in skip)]
+                    if t.status.runnable and not (skip and t.id in skip)]
         return min(runnable, key=self._keys[Ordering(ordering)], default=None)
 
     def fastest_step_time_s(self) -> float:

@@ -20,6 +20,7 @@ from typing import Any
 from hetune.real.ray_init import TuneOutput
 from hetune.sim import strategies as strategy_registry
 from hetune.sim.cluster import WorkerSpec
+from hetune.sim.enums import DeviceKind
 from hetune.sim.errors import ConfigError, RunFailed
 from hetune.sim.loader import RunInputs, load_inputs
 from hetune.sim.pbt import sample_config
@@ -98,7 +99,7 @@ def _start_ray(inputs: RunInputs, address: str, storage: Path, shared: bool,
     from ray.cluster_utils import Cluster
 
     cluster = inputs.cluster
-    if any(cluster.devices[g.device].kind == "gpu" for _, g in cluster.node_names()):
+    if cluster.has_kind(DeviceKind.GPU):
         raise ConfigError(inputs.experiment.cluster.path, "nodes", "has GPU nodes, which cannot be emulated on "
                           "this machine; run on a Ray cluster with those GPUs (--address)")
     token_auth_as_ray_init_does()
@@ -142,13 +143,21 @@ def run_validate(experiment: str, overrides: list[str], strategy: str, out: Path
     from hetune.real.status import StatusCallback
     from hetune.real.checkpoints import PruneCheckpoints
     from hetune.real.trainable import SETUP_KEY, PBTTrainable
+    from hetune.sim.snapshot import MANIFEST, load_snapshot, write_snapshot
 
     inputs = load_inputs(experiment, overrides)
+    # A resumed run continues with the inputs it froze at its start, not with what the experiment's
+    # files hold now (a run interrupted before snapshots existed is frozen at its resume).
+    frozen = resume and (out / MANIFEST).is_file()
+    if frozen:
+        inputs = load_snapshot(out)[0]
     exp = inputs.experiment
     info = exp.experiment
     if strategy == "best":
         strategy = best_strategy(info.name)
     strategy_registry.get_class(strategy)
+    if frozen and strategy != exp.strategy.name:
+        raise ConfigError("--strategy", "", f"{out} is a run of {exp.strategy.name!r}; resume it with that strategy")
     seed = info.seed if seed is None else seed
     workers, step_time_s, strategy_obj = strategy_workers(inputs, strategy)
     note = calibration_note(inputs.calibration.provenance, exp.calibration.path)
@@ -168,6 +177,8 @@ def run_validate(experiment: str, overrides: list[str], strategy: str, out: Path
     if resume and not (out / "events.partial.jsonl").is_file():
         raise ConfigError(str(out), "", "nothing to resume here (no events.partial.jsonl of an interrupted run)")
     out.mkdir(parents=True, exist_ok=True)
+    if not frozen:
+        write_snapshot(out, inputs, strategy, seed, frozen="at --resume" if resume else "before the run started")
     if exp.real.synthetic:
         write_synthetic(data, info.dataset, train=exp.real.synthetic_train, test=info.eval_samples, seed=seed,
                         signal=exp.real.synthetic_signal)
@@ -271,7 +282,7 @@ def run_validate(experiment: str, overrides: list[str], strategy: str, out: Path
         if emulated is not None:
             emulated.shutdown()
     events = log.sorted_events()
-    summary = write_run(out, inputs, events, strategy, seed, extra={"kind": "real", "host": this_host()})
+    summary = write_run(out, inputs, events, strategy, seed, extra={"kind": "real", "host": this_host()}, frozen=True)
     (out / "events.partial.jsonl").unlink(missing_ok=True)  # complete: events.jsonl has them all
     return summary
 
@@ -307,7 +318,7 @@ def _pbt_kwargs(exp: Any) -> dict[str, Any]:
             config[k] = min(max(config[k], lo), hi)
         return config
 
-    return {"time_attr": "training_iteration", "metric": pbt.metric, "mode": pbt.mode,
+    return {"time_attr": pbt.time_attr, "metric": pbt.metric, "mode": pbt.mode,
             "perturbation_interval": pbt.perturbation_interval, "burn_in_period": pbt.burn_in,
             "hyperparam_mutations": mutations, "quantile_fraction": pbt.quantile_fraction,
             "resample_probability": pbt.resample_probability,

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Literal
+from typing import Callable, Collection, Iterator
 
+from hetune.sim.enums import DeviceKind
 from hetune.sim.schema import from_mapping
 from hetune.sim.tomlfile import read_toml
 
@@ -15,7 +16,8 @@ class DeviceType:
     """One kind of device.
 
     Args:
-        kind: "gpu" (a worker holds whole GPUs) or "cpu" (a worker holds cores).
+        kind: DeviceKind.GPU ("gpu" in the file: a worker holds whole GPUs) or DeviceKind.CPU ("cpu": a
+            worker holds cores).
         price_per_hour: cost of one device (one GPU, or one CPU core) for one hour, in dollars.
         accelerator_type: Ray's accelerator_type label for GPUs (e.g. "V100"); "" for none.
         emulated_slowdown: for device types emulated on one machine, the factor by which
@@ -24,7 +26,7 @@ class DeviceType:
             (data-parallel gradient all-reduce); 0 = not given.
     """
 
-    kind: Literal["gpu", "cpu"]
+    kind: DeviceKind
     price_per_hour: float = 0.0
     accelerator_type: str = ""
     emulated_slowdown: float = 1.0
@@ -112,9 +114,9 @@ class ClusterConfig:
         for i, n in enumerate(self.nodes):
             if n.device not in self.devices:
                 yield f"nodes[{i}].device", f"unknown device type {n.device!r} (declared: {', '.join(sorted(self.devices))})"
-            elif self.devices[n.device].kind == "gpu" and n.gpus < 1:
+            elif (gpu := self.device_kind(n.device) is DeviceKind.GPU) and n.gpus < 1:
                 yield f"nodes[{i}].gpus", f"a node of GPU type {n.device!r} needs gpus >= 1"
-            elif self.devices[n.device].kind == "gpu" and n.gpus > 1 and self.devices[n.device].link_gbps <= 0:
+            elif gpu and n.gpus > 1 and self.devices[n.device].link_gbps <= 0:
                 # a data-parallel worker on several GPUs all-reduces its gradients over this link
                 yield f"devices.{n.device}.link_gbps", (f"needed for node {n.name!r} with {n.gpus} GPUs "
                                                          "(the GPU interconnect, Gb/s; e.g. 100 for PCIe 3.0 x16)")
@@ -130,8 +132,16 @@ class ClusterConfig:
                 out.append((g.name if g.count == 1 else f"{g.name}-{i}", g))
         return out
 
-    def device_kind(self, device: str) -> str:
-        return self.devices[device].kind
+    def device_kind(self, device: str) -> DeviceKind:
+        """The kind of device type ``device`` (a key of [devices]): the one lookup both engines use.
+
+        A DeviceType built in code with the plain string "gpu" or "cpu" gives the member too.
+        """
+        return DeviceKind(self.devices[device].kind)
+
+    def has_kind(self, kind: DeviceKind) -> bool:
+        """Whether any node of the cluster has devices of ``kind``."""
+        return any(self.device_kind(g.device) is kind for g in self.nodes)
 
 
 @dataclass(frozen=True)
@@ -149,15 +159,40 @@ class WorkerSpec:
     devices: int
 
 
-def default_workers(cluster: ClusterConfig) -> list[WorkerSpec]:
-    """One worker per GPU; CPU nodes cut into workers of ``worker_cpus`` cores (whole node if 0)."""
+CoresFn = Callable[[str, NodeGroup], int]
+
+
+def carve_workers(cluster: ClusterConfig, *, gpus: int = 1, cores: CoresFn | None = None,
+                  kinds: Collection[DeviceKind] = (DeviceKind.GPU, DeviceKind.CPU)) -> list[WorkerSpec]:
+    """Cut every node into workers, in node order: the one carving both engines and every strategy use.
+
+    A GPU node gives floor(its GPUs / ``gpus``) workers of ``gpus`` GPUs each; a CPU node gives
+    floor(its cores / size) workers of ``size`` cores each.
+
+    Args:
+        cluster: the cluster.
+        gpus: GPUs per worker on GPU nodes, >= 1.
+        cores: (node name, its group) -> cores per worker on a CPU node, >= 1; default the
+            group's ``worker_size`` (``worker_cpus``, or the whole node).
+        kinds: only nodes of these device kinds give workers (Ray Tune's fixed trial resources
+            leave the other kind's nodes unused).
+    """
     out: list[WorkerSpec] = []
     for name, g in cluster.node_names():
-        if cluster.device_kind(g.device) == "gpu":
-            out.extend(WorkerSpec(name, g.device, 1) for _ in range(g.gpus))
+        kind = cluster.device_kind(g.device)
+        if kind not in kinds:
+            continue
+        if kind is DeviceKind.GPU:
+            out.extend(WorkerSpec(name, g.device, gpus) for _ in range(g.gpus // gpus))
         else:
-            out.extend(WorkerSpec(name, g.device, g.worker_size) for _ in range(g.cpu_workers()))
+            size = cores(name, g) if cores is not None else g.worker_size
+            out.extend(WorkerSpec(name, g.device, size) for _ in range(g.cpu_workers(size)))
     return out
+
+
+def default_workers(cluster: ClusterConfig) -> list[WorkerSpec]:
+    """One worker per GPU; CPU nodes cut into workers of ``worker_cpus`` cores (whole node if 0)."""
+    return carve_workers(cluster)
 
 
 def load_cluster(path: str | Path) -> ClusterConfig:

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from typing import Any, Iterator, Literal
 
 from hetune.sim.faults import FaultsConfig
+from hetune.sim.learning import names as learning_names
+from hetune.sim.nqm import NQMParams
 from hetune.sim.surrogate import SurrogateParams
 
 
@@ -54,6 +56,9 @@ class PBTConfig:
         resample_probability: probability that explore resamples instead of perturbing.
         perturbation_factors: multipliers explore picks from for continuous values.
         synch: synchronous PBT (all trials reach a perturbation point before any exploit).
+        time_attr: what perturbation_interval and burn_in count, as in Ray Tune: "training_iteration"
+            (iterations) or "time_total_s" (the trial's accumulated training seconds, Ray's default:
+            on a mixed cluster a trial on a slow device perturbs after fewer iterations).
         mutations: per hyperparameter, how it is sampled and explored.
     """
 
@@ -66,6 +71,7 @@ class PBTConfig:
     resample_probability: float = 0.25
     perturbation_factors: tuple[float, ...] = (1.2, 0.8)
     synch: bool = False
+    time_attr: Literal["training_iteration", "time_total_s"] = "training_iteration"
 
     def check(self) -> Iterator[tuple[str, str]]:
         if self.perturbation_interval < 1:
@@ -237,6 +243,11 @@ class SensitivityRanges:
         noise_std: the surrogate's evaluation noise.
         noise_batch: the surrogate's gradient noise scale (how much a bigger batch gains per
             iteration; cited to an order of magnitude only).
+        nqm_noise: the noisy quadratic model's gradient noise (its noise floor, and where larger
+            batches stop helping); noise_std scales its reading noise too.
+        nqm_curvature_min: its flattest curvature (how many iterations training needs).
+        nqm_curvature_max: its steepest curvature (the lr at which training diverges).
+        nqm_loss_half: its loss-to-accuracy map (the loss at which accuracy is half way).
         seed: seed of the worlds drawn.
     """
 
@@ -248,10 +259,14 @@ class SensitivityRanges:
     tau_iterations: tuple[float, ...] = (0.8, 1.25)
     noise_std: tuple[float, ...] = (0.5, 2.0)
     noise_batch: tuple[float, ...] = (0.25, 4.0)
+    nqm_noise: tuple[float, ...] = (0.5, 2.0)
+    nqm_curvature_min: tuple[float, ...] = (0.5, 2.0)
+    nqm_curvature_max: tuple[float, ...] = (0.8, 1.25)
+    nqm_loss_half: tuple[float, ...] = (0.67, 1.5)
     seed: int = 0
 
     RANGES = ("step_time", "scaling", "overheads", "lr_opt", "width_decades", "tau_iterations", "noise_std",
-              "noise_batch")
+              "noise_batch", "nqm_noise", "nqm_curvature_min", "nqm_curvature_max", "nqm_loss_half")
 
     def check(self) -> Iterator[tuple[str, str]]:
         for name in self.RANGES:
@@ -269,6 +284,30 @@ class SensitivityRanges:
 
 
 @dataclass(frozen=True)
+class LearningConfig:
+    """Which learning model a simulation uses (sim/learning.py), and its parameters.
+
+    Args:
+        kind: a registered learning model: "nqm" (the noisy quadratic model, sim/nqm.py; the
+            default), "bell" (the curve of ``[surrogate]``, or the calibration's fitted curves;
+            sim/surrogate.py), or one you registered.
+        nqm: parameters of the noisy quadratic model.
+        params: parameters of another registered model, checked against its ``Params``.
+    """
+
+    kind: str = "nqm"
+    nqm: NQMParams = field(default_factory=NQMParams)
+    params: dict[str, Any] = field(default_factory=dict)
+
+    def check(self) -> Iterator[tuple[str, str]]:
+        known = learning_names()
+        if self.kind not in known:
+            yield "kind", f"unknown learning model {self.kind!r} (known: {', '.join(known)})"
+        elif self.params and self.kind in ("nqm", "bell"):
+            yield "params", f"the {self.kind} model's parameters go in [learning.nqm] or [surrogate], not here"
+
+
+@dataclass(frozen=True)
 class ExperimentConfig:
     """An experiment file, validated.
 
@@ -277,7 +316,8 @@ class ExperimentConfig:
         cluster: the cluster file.
         calibration: the calibration file.
         pbt: PBT settings.
-        surrogate: learning-curve surrogate parameters.
+        learning: the learning model (what a trial's accuracy does as it trains).
+        surrogate: parameters of the "bell" learning model.
         strategy: default strategy.
         strategies: per-strategy parameter tables, validated by each strategy.
         real: settings of real runs.
@@ -289,6 +329,7 @@ class ExperimentConfig:
     cluster: PathRef
     calibration: PathRef
     pbt: PBTConfig
+    learning: LearningConfig = field(default_factory=LearningConfig)
     surrogate: SurrogateParams = field(default_factory=SurrogateParams)
     strategy: StrategyChoice = field(default_factory=StrategyChoice)
     strategies: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -297,7 +338,8 @@ class ExperimentConfig:
     faults: FaultsConfig = field(default_factory=FaultsConfig)
 
     def check(self) -> Iterator[tuple[str, str]]:
-        if self.pbt.perturbation_interval % self.experiment.checkpoint_interval != 0:
+        if (self.pbt.time_attr == "training_iteration"
+                and self.pbt.perturbation_interval % self.experiment.checkpoint_interval != 0):
             # A perturbation needs a fresh checkpoint to clone, as in Ray Tune.
             yield "pbt.perturbation_interval", (
                 f"must be a multiple of experiment.checkpoint_interval ({self.experiment.checkpoint_interval}), "

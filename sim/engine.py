@@ -6,7 +6,8 @@ Timing charged per chunk (seconds, from the calibration of the worker's device t
 - resume on a worker that does not hold the trial in memory:
   ``resume_s (or start_overhead_s where not measured) + copy_s + load_s``, where ``copy_s = checkpoint_mb * 8 / 1000 / network_gbps``
   when the checkpoint lies on another node, else 0;
-- compute: ``iterations * step_time_s``, plus ``eval_s * eval_samples / 10,000`` when the chunk ends
+- compute: ``iterations * step_time_s``, plus one evaluation (``eval_s`` scaled to the worker's
+  devices or cores like a step's compute, times ``eval_samples / 10,000``) when the chunk ends
   where the real trainable evaluates (a multiple of ``checkpoint_interval``, or the last iteration);
 - checkpoint save at the end of every chunk: ``save_s`` (chunks end at checkpoint
   boundaries, or earlier when a strategy asks for fewer iterations, and a trial
@@ -29,8 +30,10 @@ import numpy as np
 import simpy
 
 from hetune.sim.cluster import WorkerSpec
+from hetune.sim.enums import TrialStatus
 from hetune.sim.events import make_event
 from hetune.sim.hooks import MoveHook
+from hetune.sim.learning import LearningModelFailed
 from hetune.sim.loader import RunInputs
 from hetune.sim.exploit import ExploitSteps
 from hetune.sim.faults import FaultSteps
@@ -64,9 +67,7 @@ class Simulation(ExploitSteps, FaultSteps):
         self.inputs = inputs
         self.info = exp.experiment
         self.pbt = exp.pbt
-        # Curves fitted from real runs (calibration [curves.<model>]) beat the experiment's guess.
-        params = inputs.calibration.curves.get(self.info.model, exp.surrogate).at_batch(self.info.batch_size)
-        self.model: PopulationModel = population or SurrogatePopulation(params, self.pbt)
+        self.model: PopulationModel = population or SurrogatePopulation(inputs.make_learning_model(), self.pbt)
         self.hooks = list(hooks)
         self.population = self.model.population(self.info.population)
         self.stop_iterations = self.info.stop_iterations
@@ -83,6 +84,8 @@ class Simulation(ExploitSteps, FaultSteps):
         for i, ss in enumerate(trial_seqs):
             rng = np.random.default_rng(ss)
             self.trials.append(Trial(i, self.model.initial_config(i, rng), rng))
+        for t in self.trials:  # after every config is drawn: each trial's stream draws its config first
+            t.progress = self.model.initial_state(t)
         self.runnable = RunnableIndex(self.pbt.mode)
         for t in self.trials:
             self.runnable.add(t)
@@ -131,7 +134,7 @@ class Simulation(ExploitSteps, FaultSteps):
         return 0.0 if src_node == dst_node else model.checkpoint_mb / self.copy_bandwidth_mb_s
 
     def _make_runnable(self, t: Trial) -> None:
-        t.status = "paused" if t.started else "pending"
+        t.status = TrialStatus.PAUSED if t.started else TrialStatus.PENDING
         self.runnable.add(t)
 
     def _take(self, t: Trial) -> None:
@@ -232,7 +235,7 @@ class Simulation(ExploitSteps, FaultSteps):
         if t.id not in self.runnable:
             raise SimulationError(f"strategy {self.strategy.name!r} chose trial {t.id} which is {t.status}")
         self._take(t)
-        t.status = "running"
+        t.status = TrialStatus.RUNNING
 
     def _run_chunk(self, w: Worker, t: Trial, wanted: int, restart: bool = False):
         dm = w.model
@@ -264,12 +267,13 @@ class Simulation(ExploitSteps, FaultSteps):
         ci = self.info.checkpoint_interval
         k = min(wanted, ci - (t.iteration % ci), self.stop_iterations - t.iteration)
         evaluates = (t.iteration + k) % ci == 0 or t.iteration + k >= self.stop_iterations
-        eval_s = self.eval_s(dm) if evaluates else 0.0
+        eval_s = self.eval_s(dm, w) if evaluates else 0.0
         dur = k * w.step_time_s * t.step_factor + eval_s
         w.inflight = (self.env.now, w.step_time_s * t.step_factor, k)
         yield self.env.timeout(dur)
         w.inflight = None
         t.iteration += k
+        t.time_total_s += dur  # the seconds inside Trainable.step (training and evaluation), as Tune counts
         self.remaining -= k
         self.model.chunk(t, k, evaluates)
         self._emit("chunk", t, w, iterations=k, duration_s=dur, eval_s=eval_s)
@@ -283,12 +287,12 @@ class Simulation(ExploitSteps, FaultSteps):
             return
         # Every chunk end saves: the strategy may move the trial to another worker next.
         yield self.env.timeout(dm.save_s)
-        t.ckpt = Checkpoint(t.iteration, t.progress, dict(t.config), w.node, t.accuracy)
+        t.ckpt = Checkpoint(t.iteration, t.progress, dict(t.config), w.node, t.accuracy, t.time_total_s)
         self._emit("checkpoint", t, w, duration_s=dm.save_s)
         self._release_waiters(t)
         if self.strategy.pbt and self._at_perturbation_point(t):
             self._perturb(t, w)
-        if t.status != "waiting":  # synch PBT's barrier, or a replayed clone waiting for its donor
+        if t.status != TrialStatus.WAITING:  # synch PBT's barrier, or a replayed clone waiting for its donor
             self._make_runnable(t)
 
     def _moved(self, t: Trial, w: Worker) -> None:
@@ -302,12 +306,13 @@ class Simulation(ExploitSteps, FaultSteps):
             if effect.event:
                 self._emit(effect.event, t, w, **dict(effect.fields), step_factor=t.step_factor)
 
-    def eval_s(self, dm: DeviceModel) -> float:
-        """Seconds of one evaluation: the calibration's full test set scaled to experiment.eval_samples."""
-        return dm.eval_s * self.info.eval_samples / 10_000
+    def eval_s(self, dm: DeviceModel, w: Worker) -> float:
+        """Seconds of one evaluation on worker ``w``: the calibration's full test set, scaled to the
+        worker's devices or cores (DeviceModel.eval_time_s) and to experiment.eval_samples."""
+        return dm.eval_time_s(w.devices, w.kind) * self.info.eval_samples / 10_000
 
     def _stop(self, t: Trial, w: Worker, reason: str) -> None:
-        t.status = "stopped"
+        t.status = TrialStatus.STOPPED
         self.remaining -= self.stop_iterations - t.iteration
         self.unfinished -= 1
         self.ranking.remove(t.id)
@@ -332,4 +337,9 @@ def simulate(inputs: RunInputs, strategy: Strategy, seed: int, population: Popul
         population: accuracy and PBT-decision source (default: the learning-curve surrogate).
         hooks: consulted each time a trial moves to a worker of another speed (e.g. adaptation).
     """
-    return Simulation(inputs, strategy, seed, population, hooks).run()
+    sim = Simulation(inputs, strategy, seed, population, hooks)
+    try:
+        return sim.run()
+    except LearningModelFailed as exc:  # the caller keeps what happened before (events.partial.jsonl)
+        exc.events = sim.events
+        raise

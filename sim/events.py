@@ -36,6 +36,9 @@ KIND_FIELDS: dict[str, tuple[str, ...]] = {
 # Kinds whose duration_s is device time spent saving, loading or copying checkpoints.
 CHECKPOINT_KINDS = ("checkpoint", "resume", "exploit")
 
+# Kinds whose duration_s keeps a worker busy (what utilization and the timeline count).
+BUSY_KINDS = ("trial_start", "resume", "chunk", "checkpoint", "exploit")
+
 
 def make_event(t: float, kind: str, *, trial: int | None = None, iteration: int | None = None,
                accuracy: float | None = None, worker: int | None = None, node: str | None = None,

@@ -213,9 +213,11 @@ class FaultSteps:
         self.remaining += t.iteration - (t.ckpt.iteration if t.ckpt is not None else 0)
         if t.ckpt is not None:
             t.iteration, t.progress, t.accuracy = t.ckpt.iteration, t.ckpt.progress, t.ckpt.accuracy
+            t.time_total_s = t.ckpt.time_total_s
             t.config = dict(t.ckpt.config)
         else:  # no checkpoint yet: Ray starts the trial again from scratch
-            t.iteration, t.progress, t.accuracy, t.started = 0, 0.0, None, False
+            t.iteration, t.accuracy, t.started, t.time_total_s = 0, None, False, 0.0
+            t.progress = self.model.initial_state(t)  # a fresh initialization (and seed luck)
         t.resident = None
         w.resident = None
         w.inflight = None

@@ -40,6 +40,17 @@ class RunInputs:
         """A fresh instance of strategy ``name`` with its validated [strategies.<name>] parameters."""
         return strategies.create(name, self.strategy_params(name))
 
+    def make_learning_model(self) -> Any:
+        """The experiment's learning model (``[learning]``, sim/learning.py) at its batch. For the
+        "bell" kind, curves fitted from real runs (calibration ``[curves.<model>]``) beat the
+        experiment's ``[surrogate]`` guess."""
+        from hetune.sim import learning
+
+        exp = self.experiment
+        info = exp.experiment
+        bell = self.calibration.curves.get(info.model, exp.surrogate).at_batch(info.batch_size)
+        return learning.create(exp.learning, bell, info.batch_size, info.eval_samples, self.source)
+
     def resolved(self) -> dict[str, Any]:
         """The fully resolved experiment as TOML-ready data."""
         return to_mapping(self.experiment)

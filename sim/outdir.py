@@ -14,7 +14,7 @@ from hetune.sim.errors import ConfigError
 
 # Files whose presence means a folder holds a result (a run, a sweep, a real run or its journal).
 RESULT_FILES = ("summary.json", "events.jsonl", "events.partial.jsonl", "sweep.csv", "ranking.json",
-                "config.toml", "repeats.json", "policy.json")
+                "config.toml", "inputs.json", "repeats.json", "policy.json")
 
 
 def _holds_result(folder: Path) -> str | None:

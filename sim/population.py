@@ -1,7 +1,7 @@
 """Where a population's accuracies and PBT decisions come from; the engine does not know which.
 
-``SurrogatePopulation`` samples initial configs, draws accuracies from the
-learning-curve surrogate and lets PBT's ranking decide exploits.
+``SurrogatePopulation`` samples initial configs, trains each trial's state in the experiment's
+learning model (sim/learning.py), draws its readings and lets PBT's ranking decide exploits.
 ``sim.replay.ReplayPopulation`` replays a recorded run instead.
 """
 
@@ -13,9 +13,8 @@ from typing import Any, Callable, Protocol
 import numpy as np
 
 from hetune.sim import pbt as pbt_math
-from hetune.sim import surrogate
 from hetune.sim.config import PBTConfig
-from hetune.sim.surrogate import SurrogateParams
+from hetune.sim.learning import LearningModel, call, checked
 
 
 @dataclass(frozen=True)
@@ -25,14 +24,14 @@ class Clone:
     Args:
         donor: donor trial id.
         donor_iteration: iteration of the copied checkpoint.
-        progress: the copied model state (surrogate progress; unused by replays).
+        progress: the copied model state (the learning model's; unused by replays).
         new_config: configuration after explore.
         operations: explore operation per key.
     """
 
     donor: int
     donor_iteration: int
-    progress: float
+    progress: Any
     new_config: dict[str, float]
     operations: dict[str, str]
 
@@ -44,6 +43,9 @@ class PopulationModel(Protocol):
 
     def initial_config(self, trial_id: int, rng: np.random.Generator) -> dict[str, float]: ...
 
+    def initial_state(self, trial: Any) -> Any:
+        """The model state of ``trial`` before it trains (again, after a restart from scratch)."""
+
     def chunk(self, trial: Any, iterations: int, evaluate: bool) -> None:
         """After ``trial`` trained ``iterations`` more (trial.iteration already advanced): set
         trial.progress and, when the trainable evaluates at this iteration (``evaluate``), trial.accuracy."""
@@ -54,15 +56,15 @@ class PopulationModel(Protocol):
 
 
 class SurrogatePopulation:
-    """The learning-curve surrogate with Ray Tune's PBT decisions.
+    """A learning model's population with Ray Tune's PBT decisions.
 
     Args:
-        params: surrogate parameters.
+        model: the learning model (sim/learning.py).
         pbt: PBT settings (mutations for initial sampling).
     """
 
-    def __init__(self, params: SurrogateParams, pbt: PBTConfig) -> None:
-        self.params = params
+    def __init__(self, model: LearningModel, pbt: PBTConfig) -> None:
+        self.model = model
         self.pbt = pbt
 
     def population(self, default: int) -> int:
@@ -71,10 +73,16 @@ class SurrogatePopulation:
     def initial_config(self, trial_id: int, rng: np.random.Generator) -> dict[str, float]:
         return pbt_math.sample_config(self.pbt.mutations, rng)
 
+    def initial_state(self, trial: Any) -> Any:
+        return call(self.model, "initial_state", trial.id, trial.iteration, self.model.initial_state, trial.rng)
+
     def chunk(self, trial: Any, iterations: int, evaluate: bool) -> None:
-        trial.progress = surrogate.advance(self.params, trial.progress, trial.config, iterations)
+        m = self.model
+        trial.progress = call(m, "advance", trial.id, trial.iteration, m.advance, trial.progress, trial.config,
+                              iterations)
         if evaluate:
-            trial.accuracy = surrogate.observe(self.params, trial.progress, trial.rng)
+            trial.accuracy = checked(m, call(m, "observe", trial.id, trial.iteration, m.observe, trial.progress,
+                                             trial.rng), trial.id, trial.iteration)
 
     def clone(self, trial: Any, bottom: bool, pick_donor: Callable[[], Any],
               explore: Callable[[dict[str, float]], tuple[dict[str, float], dict[str, str]]]) -> Clone | None:

@@ -69,6 +69,9 @@ class ReplayPopulation:
     def initial_config(self, trial_id: int, rng: np.random.Generator) -> dict[str, float]:
         return dict(self.configs[trial_id])
 
+    def initial_state(self, trial: Any) -> Any:
+        return 0.0  # a replay carries recorded accuracies, no model state
+
     def chunk(self, trial: Any, iterations: int, evaluate: bool) -> None:
         if not evaluate and trial.accuracy is not None:
             return

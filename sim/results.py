@@ -1,4 +1,5 @@
-"""A run's result folder: events.jsonl, summary.json, config.toml, all written atomically."""
+"""A run's result folder: its frozen inputs (sim/snapshot.py), events.jsonl and summary.json, all
+written atomically."""
 
 from __future__ import annotations
 
@@ -7,10 +8,10 @@ from typing import Any
 
 from hetune.sim import events as ev
 from hetune.sim.loader import RunInputs
-from hetune.sim.schema import to_mapping
 from hetune.sim.anytime import anytime_curve
+from hetune.sim.snapshot import read_manifest, write_snapshot
 from hetune.sim.summary import summarize
-from hetune.sim.tomlfile import atomic_write_json, atomic_write_text, atomic_write_toml
+from hetune.sim.tomlfile import atomic_write_json, atomic_write_text
 
 
 def prices(inputs: RunInputs) -> dict[str, float]:
@@ -26,18 +27,9 @@ def run_summary(inputs: RunInputs, events: list[dict[str, Any]], strategy: str, 
     return out
 
 
-def resolved_config(inputs: RunInputs, strategy: str, seed: int) -> dict[str, Any]:
-    """The fully resolved experiment, with the strategy and seed of the run and the cluster and
-    calibration contents embedded under [resolved] for the record."""
-    data = inputs.resolved()
-    data["strategy"] = {"name": strategy}
-    data["experiment"]["seed"] = seed
-    return data
-
-
 def write_run(out_dir: str | Path, inputs: RunInputs, events: list[dict[str, Any]], strategy: str, seed: int,
-              extra: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Write the three files of a run; events first and summary last, so a folder whose
+              extra: dict[str, Any] | None = None, frozen: bool = False) -> dict[str, Any]:
+    """Write a run's files: the input snapshot, events, then the summary last, so a folder whose
     summary.json exists is complete.
 
     Args:
@@ -47,12 +39,14 @@ def write_run(out_dir: str | Path, inputs: RunInputs, events: list[dict[str, Any
         strategy: strategy name.
         seed: the seed.
         extra: more summary fields (e.g. {"kind": "real"}).
+        frozen: the folder already holds the snapshot the run was started with (a real run froze
+            it before Ray started): checked against its hashes, never rewritten.
     """
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    atomic_write_toml(out / "config.toml", resolved_config(inputs, strategy, seed))
-    atomic_write_toml(out / "cluster.toml", to_mapping(inputs.cluster))
-    atomic_write_toml(out / "calibration.toml", to_mapping(inputs.calibration))
+    if frozen:
+        read_manifest(out)
+    else:
+        write_snapshot(out, inputs, strategy, seed, frozen="with the run's results (a simulated run)")
     atomic_write_text(out / "events.jsonl", ev.dumps(events))
     summary = run_summary(inputs, events, strategy, seed)
     summary["kind"] = "sim"

@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import heapq
 import math
-from enum import Enum
 from typing import Callable, Protocol
+
+from hetune.sim.enums import Ordering
+
+__all__ = ["Ordering", "RunnableIndex", "ordering_keys"]  # Ordering lives in sim/enums.py; re-exported
 
 
 class _Indexed(Protocol):
@@ -19,16 +22,6 @@ class _Indexed(Protocol):
     iteration: int
     accuracy: float | None
     version: int
-
-
-class Ordering(str, Enum):
-    """Orders in which a strategy may ask for the next runnable trial (ties: lower trial id first)."""
-
-    LEAST_PROGRESSED = "least_progressed"  # fewest iterations done
-    MOST_PROGRESSED = "most_progressed"  # most iterations done
-    BEST_RANKED = "best_ranked"  # best last score, as pbt.mode defines best; unscored trials last
-    WORST_RANKED = "worst_ranked"  # worst last score; unscored trials first
-    FIFO = "fifo"  # trial id
 
 
 def ordering_keys(mode: str) -> dict[Ordering, Callable[[_Indexed], tuple]]:

@@ -1,6 +1,7 @@
 """Strict conversion of parsed TOML tables into frozen dataclasses.
 
-Every field is checked against its type hint; unknown keys, wrong types and
+Every field is checked against its type hint (a Literal or an Enum of strings
+takes one of its strings; an Enum field holds the member); unknown keys, wrong types and
 missing required keys raise ConfigError naming the file and the dotted key.
 Value constraints live in each dataclass's ``check()`` method, which returns
 (key, message) pairs for impossible values.
@@ -12,6 +13,7 @@ import dataclasses
 import math
 import types
 import typing
+from enum import Enum
 from typing import Any, Literal, Mapping, TypeVar, get_args, get_origin, get_type_hints
 
 from hetune.sim.errors import ConfigError
@@ -34,6 +36,8 @@ def _type_name(tp: Any) -> str:
     origin = get_origin(tp)
     if origin is Literal:
         return "one of " + ", ".join(repr(a) for a in get_args(tp))
+    if _is_enum(tp):  # worded as the Literal it replaced: one of 'gpu', 'cpu'
+        return "one of " + ", ".join(repr(m.value) for m in tp)
     if origin in (typing.Union, types.UnionType):
         return " or ".join(_type_name(a) for a in get_args(tp))
     if origin is not None:
@@ -41,6 +45,10 @@ def _type_name(tp: Any) -> str:
     if dataclasses.is_dataclass(tp):
         return "a table"
     return getattr(tp, "__name__", str(tp))
+
+
+def _is_enum(tp: Any) -> bool:
+    return isinstance(tp, type) and issubclass(tp, Enum)
 
 
 def convert(tp: Any, value: Any, where: str, key: str) -> Any:
@@ -59,6 +67,10 @@ def convert(tp: Any, value: Any, where: str, key: str) -> Any:
         if value not in get_args(tp):
             raise ConfigError(where, key, f"must be {_type_name(tp)}, got {value!r}")
         return value
+    if _is_enum(tp):  # a field typed DeviceKind, say: the file holds the member's string
+        if value not in [m.value for m in tp]:
+            raise ConfigError(where, key, f"must be {_type_name(tp)}, got {value!r}")
+        return tp(value)
     if origin in (typing.Union, types.UnionType):
         args = get_args(tp)
         if value is None and type(None) in args:
@@ -155,6 +167,8 @@ def to_mapping(obj: Any) -> Any:
             if v is not None:
                 out[f.name] = v
         return out
+    if isinstance(obj, Enum):  # back to the plain string the file held
+        return obj.value
     if isinstance(obj, Mapping):
         return {str(k): to_mapping(v) for k, v in obj.items() if v is not None}
     if isinstance(obj, (list, tuple)):

@@ -1,6 +1,6 @@
 """How robust is a recommendation? The sweep re-run in perturbed worlds.
 
-A world multiplies the calibration and the learning-curve surrogate by factors drawn from the
+A world multiplies the calibration and the learning model's parameters by factors drawn from the
 experiment's [sensitivity] ranges (log-uniform in each [low, high]; step times and overheads
 drawn per device type). Every strategy runs every seed in every world; per world a strategy's
 score is its median over seeds of the experiment's objective. Reported per strategy: the share
@@ -49,7 +49,10 @@ def draw_world(inputs: RunInputs, world: int) -> dict[str, Any]:
     return {"step_time": {d: factor(ranges.step_time) for d in devices},
             "overheads": {d: factor(ranges.overheads) for d in devices},
             **{k: factor(getattr(ranges, k)) for k in ("scaling", "lr_opt", "width_decades", "tau_iterations",
-                                                       "noise_std", "noise_batch")}}
+                                                       "noise_std", "noise_batch")},
+            # drawn after the others, so that adding them left every earlier world's factors as they were
+            **{k: factor(getattr(ranges, k)) for k in ("nqm_noise", "nqm_curvature_min", "nqm_curvature_max",
+                                                       "nqm_loss_half")}}
 
 
 def perturb(inputs: RunInputs, f: dict[str, Any]) -> RunInputs:
@@ -75,7 +78,15 @@ def perturb(inputs: RunInputs, f: dict[str, Any]) -> RunInputs:
 
     calibration = dataclasses.replace(inputs.calibration, models=models,
                                       curves={m: curve(p) for m, p in inputs.calibration.curves.items()})
-    experiment = dataclasses.replace(inputs.experiment, surrogate=curve(inputs.experiment.surrogate))
+    q = inputs.experiment.learning.nqm
+    nqm = dataclasses.replace(q, noise=q.noise * f["nqm_noise"], noise_std=q.noise_std * f["noise_std"],
+                              curvature_min=q.curvature_min * f["nqm_curvature_min"],
+                              curvature_max=q.curvature_max * f["nqm_curvature_max"],
+                              loss_half=q.loss_half * f["nqm_loss_half"])
+    if nqm.curvature_min > nqm.curvature_max:  # a world may not invert the spectrum
+        nqm = dataclasses.replace(nqm, curvature_min=nqm.curvature_max)
+    experiment = dataclasses.replace(inputs.experiment, surrogate=curve(inputs.experiment.surrogate),
+                                     learning=dataclasses.replace(inputs.experiment.learning, nqm=nqm))
     return dataclasses.replace(inputs, experiment=experiment, calibration=calibration,
                                cluster=dataclasses.replace(inputs.cluster, devices=devices))
 

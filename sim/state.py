@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from hetune.sim.enums import DeviceKind, TrialStatus
 from hetune.sim.errors import RunFailed
 from hetune.sim.throughput import DeviceModel
 
@@ -20,10 +21,11 @@ class Checkpoint:
     """A saved trial state: where it lies and what it holds."""
 
     iteration: int
-    progress: float
+    progress: Any  # the learning model's state (sim/learning.py): immutable, so checkpoints share it
     config: dict[str, float]
     node: str
     accuracy: float | None = None  # the last evaluation it holds (the trainable saves it with the weights)
+    time_total_s: float = 0.0  # Ray's time_total_s at the save (a Trainable restores it with the weights)
 
 
 @dataclass(eq=False)
@@ -34,13 +36,14 @@ class Trial:
     config: dict[str, float]
     rng: np.random.Generator
     iteration: int = 0
-    progress: float = 0.0
+    progress: Any = 0.0  # the learning model's state; the engine sets the model's initial state
     accuracy: float | None = None
-    status: str = "pending"  # pending | running | paused | waiting | stopped
+    status: TrialStatus = TrialStatus.PENDING
     started: bool = False
     resident: "Worker | None" = None
     ckpt: Checkpoint | None = None
-    last_perturbation: int = 0
+    last_perturbation: float = 0  # in pbt.time_attr units (Ray's last_perturbation_time)
+    time_total_s: float = 0.0  # accumulated seconds in training steps (Ray's time_total_s)
     # Ray Tune's PBT state: the checkpoint kept at the trial's last perturbation point when it was in
     # the top quantile there (what a donor hands over), else None
     pbt_ckpt: Checkpoint | None = None
@@ -57,7 +60,7 @@ class Worker:
     node: str
     device: str
     devices: int
-    kind: str
+    kind: DeviceKind
     model: DeviceModel
     step_time_s: float
     resident: Trial | None = None

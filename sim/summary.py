@@ -24,8 +24,7 @@ from collections import defaultdict
 from typing import Any, Iterable, Mapping
 
 from hetune.sim.anytime import anytime_curve, best_at_budget
-
-BUSY_KINDS = ("trial_start", "resume", "chunk", "checkpoint", "exploit")
+from hetune.sim.events import BUSY_KINDS
 
 
 def summarize(events: Iterable[Mapping[str, Any]], target_accuracy: float,

@@ -157,3 +157,30 @@ def observe(params: SurrogateParams, progress: float, rng: np.random.Generator) 
     if params.noise_std > 0:
         acc += float(rng.normal(0.0, params.noise_std))
     return min(1.0, max(0.0, acc))
+
+
+from hetune.sim.learning import LearningModel, register  # noqa: E402  (the registry imports this module lazily)
+
+
+@register
+class BellModel(LearningModel):
+    """The bell curve above as a learning model (``[learning] kind = "bell"``): the state is the
+    effective progress p, and every reading draws the evaluation noise ``noise_std``. Its
+    parameters are ``[surrogate]`` (or the calibration's fitted ``[curves.<model>]``), restated at
+    the experiment's batch. No schedule beats the best constant configuration in it."""
+
+    name = "bell"
+    summary = "accuracy from effective progress; the lr only sets the speed (no schedule helps)"
+    Params = SurrogateParams
+
+    def initial_state(self, rng: np.random.Generator) -> float:
+        return 0.0
+
+    def advance(self, state: float, config: Mapping[str, float], iterations: int) -> float:
+        return advance(self.params, state, config, iterations)
+
+    def accuracy(self, state: float) -> float:
+        return expected_accuracy(self.params, state)
+
+    def observe(self, state: float, rng: np.random.Generator) -> float:
+        return observe(self.params, state, rng)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import math
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
@@ -16,11 +17,12 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Protocol, Sequence
 
 from hetune.sim.engine import simulate
-from hetune.sim.errors import ConfigError, WriteFailed
+from hetune.sim.errors import ConfigError
 from hetune.sim.loader import load_inputs
-from hetune.sim.results import resolved_config, run_summary
+from hetune.sim.results import run_summary
+from hetune.sim.snapshot import MANIFEST, inputs_hash, write_snapshot
 from hetune.sim.standings import ranking
-from hetune.sim.tomlfile import atomic_write_json, atomic_write_text, atomic_write_toml, read_toml
+from hetune.sim.tomlfile import atomic_replace, atomic_write_json, atomic_write_text
 
 FIRST_COLUMNS = ["strategy", "seed", "time_to_target_s", "makespan_s", "best_accuracy", "best_accuracy_at_budget",
                  "cost", "exploits", "failures", "trials_failed", "lost_iterations",
@@ -102,26 +104,10 @@ def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
 
 def write_parquet(path: Path, rows: list[dict[str, Any]]) -> None:
     """The same rows as a typed Parquet table (pandas + pyarrow) for large sweeps, atomically."""
-    import os
-    import tempfile
-
     import pandas as pd
 
     frame = pd.DataFrame(sorted(rows, key=_row_order), columns=columns(rows))
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=".sweep.", suffix=".parquet", dir=path.parent)
-    except OSError as exc:
-        raise WriteFailed(str(path), exc.strerror or str(exc)) from None
-    os.close(fd)
-    try:
-        frame.to_parquet(tmp, index=False)
-        os.replace(tmp, path)
-    except OSError as exc:  # disk full, permission denied: the old file is untouched
-        Path(tmp).unlink(missing_ok=True)
-        raise WriteFailed(str(path), exc.strerror or str(exc)) from None
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_replace(path, lambda tmp: frame.to_parquet(tmp, index=False))
 
 
 def read_csv(path: Path) -> list[dict[str, Any]]:
@@ -149,7 +135,8 @@ def read_csv(path: Path) -> list[dict[str, Any]]:
 def run_sweep(experiment: str, overrides: list[str], strategies: list[str], seeds: Sequence[int], out_dir: Path,
               executor: Executor, resume: bool = False,
               progress: Callable[[int, int], Any] | None = None) -> list[dict[str, Any]]:
-    """Run (or finish) a sweep and write sweep.csv, ranking.json and config.toml into ``out_dir``.
+    """Run (or finish) a sweep and write its input snapshot (sim/snapshot.py), sweep.csv and ranking.json
+    into ``out_dir``.
 
     Args:
         experiment: experiment file.
@@ -166,15 +153,18 @@ def run_sweep(experiment: str, overrides: list[str], strategies: list[str], seed
         inputs.strategy_params(s)  # refuse bad parameters before anything runs
     out_dir.mkdir(parents=True, exist_ok=True)
     csv_path = out_dir / "sweep.csv"
-    cfg = resolved_config(inputs, "sweep", 0)
     rows: list[dict[str, Any]] = []
     if resume and csv_path.exists():
-        old_cfg_path = out_dir / "config.toml"
-        if old_cfg_path.exists() and read_toml(old_cfg_path) != _toml_roundtrip(cfg):
-            raise ConfigError(str(old_cfg_path), "", "this sweep folder was made with another config; "
-                              "use another --out or drop --resume")
+        manifest = out_dir / MANIFEST
+        try:
+            old_hash = json.loads(manifest.read_text()).get("inputs_hash")
+        except (OSError, ValueError, AttributeError):
+            old_hash = None
+        if old_hash != inputs_hash(inputs):
+            raise ConfigError(str(manifest), "", "this sweep folder was made with other inputs (experiment, cluster "
+                              "or calibration); use another --out or drop --resume")
         rows = [r for r in read_csv(csv_path) if r["strategy"] in strategies and int(r["seed"]) in set(seeds)]
-    atomic_write_toml(out_dir / "config.toml", cfg)
+    write_snapshot(out_dir, inputs, "sweep", 0, frozen="before the sweep's cells ran")
     done = {(r["strategy"], int(r["seed"])) for r in rows}
     cells = [Cell(experiment, tuple(overrides), s, seed) for s in strategies for seed in seeds if (s, seed) not in done]
     total = len(strategies) * len(seeds)
@@ -194,13 +184,6 @@ def run_sweep(experiment: str, overrides: list[str], strategies: list[str], seed
                                                  "best": rank[0]["strategy"] if rank else None,
                                                  "strategies": _json_safe(rank)})
     return rows
-
-
-def _toml_roundtrip(data: dict[str, Any]) -> dict[str, Any]:
-    import tomllib
-
-    import tomli_w
-    return tomllib.loads(tomli_w.dumps(data))
 
 
 def _json_safe(rank: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Literal
 
+from hetune.sim.enums import DeviceKind
 from hetune.sim.errors import ConfigError
 from hetune.sim.schema import from_mapping
 from hetune.sim.surrogate import SurrogateParams
@@ -104,19 +105,34 @@ class DeviceModel:
                 yield f"speedup.{key}", (f"{value} on {n} GPUs is more than linear (efficiency {value / n:.2f} > 1)"
                                          if value > n else f"must be > 0, got {value}")
 
-    def step_time_s(self, batch: int, devices: int, kind: str, link_gbps: float = 0.0) -> float:
+    def step_time_s(self, batch: int, devices: int, kind: DeviceKind, link_gbps: float = 0.0) -> float:
         """Seconds for one training step at a fixed global batch.
 
         Args:
             batch: samples per step (global batch, split over the devices).
-            devices: GPUs (kind "gpu") or cores (kind "cpu") of the worker.
-            kind: "gpu" or "cpu".
+            devices: GPUs (kind GPU) or cores (kind CPU) of the worker.
+            kind: the device type's kind ("gpu" or "cpu" also do).
             link_gbps: the node's GPU interconnect, Gb/s (0 = no communication term).
         """
-        if kind == "cpu":
+        if kind == DeviceKind.CPU:
             p = self.parallel_fraction
             return (self.alpha_s + self.beta_s_per_sample * batch) * ((1.0 - p) + p * self.reference_cores / devices)
         return self.alpha_s + self.beta_s_per_sample * batch / devices + self.allreduce_s(devices, link_gbps)
+
+    def eval_time_s(self, devices: int, kind: DeviceKind) -> float:
+        """Seconds of one evaluation of the full test set on a worker of ``devices`` GPUs or cores.
+
+        ``eval_s`` is measured on one device (GPU types) or ``reference_cores`` cores (CPU types);
+        evaluation is forward passes over fixed batches, so it scales with the worker as a training
+        step's compute does (the calibrated parallel fraction of a CPU type, the batch split over a
+        multi-GPU worker's devices), with no gradient exchange.
+        """
+        if kind == DeviceKind.CPU:
+            p = self.parallel_fraction
+            return self.eval_s * ((1.0 - p) + p * self.reference_cores / max(devices, 1))
+        if devices <= 1:
+            return self.eval_s
+        return self.eval_s / devices
 
     @property
     def restart_s(self) -> float:
@@ -215,8 +231,8 @@ class CalibrationConfig:
             where: the calibration file, for messages.
         """
         def step_time_s(device: str, devices: int) -> float:
-            spec = cluster.devices[device]
-            return self.device_model(model, device, where).step_time_s(batch_size, devices, spec.kind, spec.link_gbps)
+            kind, link_gbps = cluster.device_kind(device), cluster.devices[device].link_gbps
+            return self.device_model(model, device, where).step_time_s(batch_size, devices, kind, link_gbps)
 
         return step_time_s
 

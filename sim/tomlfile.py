@@ -8,7 +8,7 @@ import os
 import tempfile
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import tomli_w
 
@@ -89,12 +89,26 @@ def _file_mode() -> int:
 _FILE_MODE = _file_mode()
 
 
-def atomic_write_text(path: str | Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temp file and rename, so no reader sees half a file.
+# What atomic_replace writes: text (UTF-8), bytes, or a writer given the temp file's path, for
+# libraries that want a path of their own (pandas' to_parquet). Not torch.save: it names its archive
+# after the file, so a random temp name would change the bytes from one save to the next.
+Content = str | bytes | Callable[[Path], object]
+
+
+def atomic_replace(path: str | Path, content: Content) -> None:
+    """Replace ``path`` whole, so that no reader (and no kill or crash) ever leaves half a file.
+
+    The contents go to a temp file in the same folder (so the rename cannot cross filesystems),
+    with the mode a plain open() would give, are flushed to disk (fsync), and are renamed over
+    ``path``. On any failure the temp file is removed and ``path`` is as it was.
 
     Args:
         path: destination file; its folder must exist.
-        text: the full contents.
+        content: the full contents: a str (written as UTF-8), bytes, or a callable that writes
+            the file at the temp path it is given (opening that file, not replacing it).
+
+    Raises:
+        WriteFailed: the folder, the disk or the rename refused (disk full, permission denied).
     """
     p = Path(path)
     try:
@@ -102,12 +116,14 @@ def atomic_write_text(path: str | Path, text: str) -> None:
     except OSError as exc:
         raise WriteFailed(str(p), exc.strerror or str(exc)) from None
     try:
-        # mkstemp creates the file 0600; give it the mode a plain open() would
-        os.fchmod(fd, _FILE_MODE)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
+        with os.fdopen(fd, "r+b") as fh:
+            os.fchmod(fh.fileno(), _FILE_MODE)  # mkstemp creates the file 0600; give it what open() would
+            if callable(content):
+                content(Path(tmp))  # the writer opens the file itself (truncating it keeps the mode)
+            else:
+                fh.write(content.encode("utf-8") if isinstance(content, str) else content)
+                fh.flush()
+            os.fsync(fh.fileno())  # the same file whichever wrote it: its data is on disk before the rename
         os.replace(tmp, p)
     except OSError as exc:  # disk full, permission denied: the old file is untouched
         Path(tmp).unlink(missing_ok=True)
@@ -115,6 +131,16 @@ def atomic_write_text(path: str | Path, text: str) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def atomic_write_text(path: str | Path, text: str) -> None:
+    """Write ``text`` (UTF-8) to ``path`` atomically (:func:`atomic_replace`).
+
+    Args:
+        path: destination file; its folder must exist.
+        text: the full contents.
+    """
+    atomic_replace(path, text)
 
 
 def atomic_write_toml(path: str | Path, data: dict[str, Any], header: str = "") -> None:

@@ -18,6 +18,8 @@ from typing import Any
 import pytest
 import tomli_w
 
+from hetune.sim.strategies.base import IDLE, RETIRE, Ordering, Run, Strategy
+
 REPO = Path(__file__).resolve().parents[1]
 
 # Round numbers so closed-form answers are exact in binary floating point.
@@ -45,6 +47,9 @@ def write_setup(tmp: Path, *, population: int = 4, stop: int = 100, interval: in
         "pbt": {"perturbation_interval": interval, "synch": synch,
                 "mutations": {"lr": {"kind": "uniform", "low": 0.0001, "high": 1.0, "clip": True},
                               "momentum": {"kind": "choice", "values": [0.8, 0.9, 0.99]}}},
+        # the bell curve: these small exact setups state their evaluation noise (``noise``) and
+        # expect nothing else (the default noisy quadratic model adds binomial and seed noise)
+        "learning": {"kind": "bell"},
         "surrogate": {"noise_std": noise},
     }
     for k, v in (extra or {}).items():
@@ -118,6 +123,29 @@ def ray_head_process(port: int, env: dict[str, str], settle_s: float = 2.0):
                 continue
         time.sleep(1)
         kill_session(proc.pid)  # whatever left its process group, by id
+
+
+class FastestOnly(Strategy):
+    """A strategy as a user would add one, defined here rather than in sim/strategies: it retires
+    every worker but the fastest, which runs the least-progressed trial one perturbation interval
+    at a time. ``chunks`` lists the (worker, trial, iterations) of every chunk it is told of.
+    Register it (``strategies.register``) where a test needs it by name, and pop it afterwards."""
+
+    name = "test-fastest-only"
+    summary = "the fastest worker alone"
+
+    def __init__(self, params: Any = None) -> None:
+        super().__init__(params)
+        self.chunks: list[tuple[int, int, int]] = []
+
+    def assign(self, worker, view):
+        if worker.step_time_s > view.fastest_step_time_s():
+            return RETIRE
+        t = view.peek(Ordering.LEAST_PROGRESSED)
+        return IDLE if t is None else Run(t.id, view.interval)
+
+    def on_chunk(self, worker, trial, iterations, seconds, view):
+        self.chunks.append((worker.id, trial.id, iterations))
 
 
 @pytest.fixture

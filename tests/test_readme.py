@@ -1,4 +1,5 @@
-"""The README's strategy example runs as written, and the README stays a manual."""
+"""The README's strategy and learning-model examples (and docs/ray.md's Tuner) run as written, and
+the README stays a manual."""
 
 from __future__ import annotations
 
@@ -36,6 +37,24 @@ def test_the_strategy_example_runs_in_the_simulator(default_experiment):
         strategies.REGISTRY.pop("most-progressed-first", None)
 
 
+def test_the_learning_model_example_runs_in_the_simulator(default_experiment):
+    from hetune.sim import learning
+
+    section = README[README.index("## The learning model"):]
+    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    namespace: dict = {}
+    exec(compile(code, "README.md", "exec"), namespace)
+    try:
+        assert learning.get_class("exp-approach", "test") is namespace["ExponentialApproach"]
+        inputs = load_inputs(default_experiment, ['learning.kind="exp-approach"'])
+        res = simulate(inputs, inputs.make_strategy("hrfs"), 0)
+        accs = [e["accuracy"] for e in res.events if e["kind"] == "chunk" and e["accuracy"] is not None]
+        # noise-free and monotone in lr-weighted iterations: every reading lies on its curve
+        assert accs and min(accs) > 0.1 and max(accs) < 0.9
+    finally:
+        learning.REGISTRY.pop("exp-approach", None)
+
+
 @pytest.mark.slow
 @pytest.mark.ray
 def test_the_ray_tune_example_runs_as_written(monkeypatch, tmp_path):
@@ -68,7 +87,8 @@ def test_the_ray_tune_example_runs_as_written(monkeypatch, tmp_path):
     # the example starts its own Ray: an address another cluster on this host left behind
     # (/tmp/ray/ray_current_cluster) must not make its ray.init() join that one
     monkeypatch.setenv("RAY_ADDRESS", "local")
-    section = README[README.index("**Your own Tuner.**"):]
+    ray_doc = (REPO / "docs/ray.md").read_text()
+    section = ray_doc[ray_doc.index("**Your own Tuner.**"):]
     code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
     code = code.replace("ray.init(", "ray.init(include_dashboard=False, ", 1)
     code = code.replace("run_config=tune.RunConfig(", f"run_config=tune.RunConfig(storage_path={str(tmp_path)!r}, verbose=0, ", 1)

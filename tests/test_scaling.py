@@ -11,11 +11,13 @@ from hypothesis import strategies as st
 from conftest import REPO
 from hetune.cli import main
 from hetune.sim.errors import ConfigError
+from hetune.sim.engine import simulate
 from hetune.sim.loader import load_inputs
 from hetune.sim.schema import from_mapping
 from hetune.sim.throughput import DeviceModel, load_calibration
 
 REFERENCE = REPO / "configs/calibration/reference.toml"
+EXP = REPO / "configs/experiments/pbt-resnet18-cifar10.toml"
 
 positive = st.floats(min_value=1e-6, max_value=10.0, allow_nan=False)
 rows = st.fixed_dictionaries(
@@ -151,3 +153,24 @@ def test_a_calibration_from_another_host_or_software_is_named_in_one_line():
     assert other.startswith("cal.toml was measured on host 'vm', not on 'lab-1'") and "\n" not in other
     assert "no measuring host" in calibration_note({"gpu_source": "published"}, "ref.toml", here)
     assert "torch 2.13.0 there, 2.14.1 here" in calibration_note({"host": "lab-1", "torch": "2.13.0"}, "c", here)
+
+
+def test_evaluation_is_charged_like_the_rest_of_the_work_on_each_worker():
+    from hetune.sim.enums import DeviceKind
+    from hetune.sim.throughput import DeviceModel
+
+    cpu = DeviceModel(alpha_s=1.0, beta_s_per_sample=0.0, stem="cifar", eval_s=40.0, reference_cores=2,
+                      parallel_fraction=0.8)
+    # measured on 2 cores: 8 cores take (0.2 + 0.8 * 2 / 8) of it, 1 core (0.2 + 0.8 * 2)
+    assert cpu.eval_time_s(2, DeviceKind.CPU) == 40.0
+    assert cpu.eval_time_s(8, DeviceKind.CPU) == pytest.approx(40.0 * 0.4)
+    assert cpu.eval_time_s(1, DeviceKind.CPU) == pytest.approx(40.0 * 1.8)
+    gpu = DeviceModel(alpha_s=0.1, beta_s_per_sample=0.001, stem="cifar", eval_s=2.0)
+    assert gpu.eval_time_s(1, DeviceKind.GPU) == 2.0 and gpu.eval_time_s(4, DeviceKind.GPU) == 0.5
+    # in the engine: a chunk's evaluation on hrfs-lab's CPU workers depends on their cores
+    inputs = load_inputs(EXP, ["cluster.path=configs/clusters/hrfs-lab.toml"])
+    events = simulate(inputs, inputs.make_strategy("hrfs"), 0).events
+    cores = {e["worker"]: e["devices"] for e in events if e["kind"] == "worker_added"}
+    evals = {(e["device"], cores[e["worker"]]): e["eval_s"] for e in events if e["kind"] == "chunk" and e["eval_s"]}
+    cpu_sizes = {c: v for (d, c), v in evals.items() if d == "cpu"}
+    assert len(set(cpu_sizes.values())) == len(cpu_sizes) >= 2, evals

@@ -9,6 +9,7 @@ ray_tune = pytest.importorskip("ray.tune")
 from ray.tune.experiment import Trial  # noqa: E402
 from ray.tune.schedulers import TrialScheduler  # noqa: E402
 
+from conftest import FastestOnly  # noqa: E402  (chunks of PBT's interval: 5 in every test here)
 from hetune.real.strategy_scheduler import StrategyScheduler, StrategyStalled, node_resources  # noqa: E402
 from hetune.sim.cluster import WorkerSpec  # noqa: E402
 from hetune.sim.strategies.base import IDLE, RETIRE, Ordering, Run, Strategy  # noqa: E402
@@ -48,25 +49,6 @@ class PassivePBT:
     def on_trial_complete(self, *a) -> None: ...
     def on_trial_remove(self, *a) -> None: ...
     def on_trial_error(self, *a) -> None: ...
-
-
-class FastestOnly(Strategy):
-    """Retires every worker but the fastest, which runs the least-progressed trial for 5 iterations."""
-
-    name = "fastest-only"
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.chunks: list[tuple[int, int, int]] = []
-
-    def assign(self, worker, view):
-        if worker.step_time_s > view.fastest_step_time_s():
-            return RETIRE
-        t = view.peek(Ordering.LEAST_PROGRESSED)
-        return IDLE if t is None else Run(t.id, 5)
-
-    def on_chunk(self, worker, trial, iterations, seconds, view):
-        self.chunks.append((worker.id, trial.id, iterations))
 
 
 WORKERS = [WorkerSpec("slow-node", "slow", 1), WorkerSpec("fast-node", "fast", 2)]

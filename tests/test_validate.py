@@ -9,13 +9,12 @@ import sys
 
 import pytest
 
-from conftest import REPO, kill_session, ray_head_process
+from conftest import REPO, FastestOnly, kill_session, ray_head_process
 from hetune.sim import strategies as strategy_registry
 from hetune.sim.engine import simulate
 from hetune.sim.loader import load_inputs
 from hetune.sim.strategies import names as strategy_names
 from hetune.sim.strategies import register
-from hetune.sim.strategies.base import IDLE, RETIRE, Ordering, Run, Strategy
 
 pytestmark = [pytest.mark.slow, pytest.mark.ray, pytest.mark.torch]  # real Ray Tune runs: minutes
 from hetune.cli import main
@@ -36,6 +35,8 @@ def test_smoke_run_completes_with_exploits_in_the_event_schema(smoke):
     events = read_events(smoke / "events.jsonl")  # validates every line against the schema
     summary = json.loads((smoke / "summary.json").read_text())
     assert summary["kind"] == "real" and summary["strategy"] == "tune-default"
+    # the inputs it will be judged with were frozen before Ray started, and are unchanged since
+    assert json.loads((smoke / "inputs.json").read_text())["frozen"] == "before the run started"
     stops = {e["trial"] for e in events if e["kind"] == "stop"}
     assert stops == {0, 1, 2, 3}
     assert summary["best_accuracy"] > 0.3  # the synthetic data has a learnable signal
@@ -58,7 +59,7 @@ def test_smoke_run_completes_with_exploits_in_the_event_schema(smoke):
 def test_compare_reports_the_makespan_error(smoke, capsys):
     assert main(["compare", str(smoke)]) == 0
     out = capsys.readouterr().out
-    assert "makespan: real" in out
+    assert "makespan: real" in out and "judged with the run's frozen inputs" in out
     fid = json.loads((smoke / "fidelity.json").read_text())
     # target: < 25% here; the bound is looser so a busy CI machine does not flake
     assert fid["makespan_error_pct"] is not None and abs(fid["makespan_error_pct"]) < 75
@@ -317,19 +318,6 @@ def test_every_strategy_runs_for_real_through_its_own_strategy_object(tmp_path, 
     # the strategy gave its trial
     runs = {(e["trial"], e["worker"]) for e in events if e["kind"] == "decision" and e["action"] == "run"}
     assert {(e["trial"], e["worker"]) for e in events if e["kind"] == "chunk"} <= runs
-
-
-class FastestOnly(Strategy):
-    """Defined here, not in sim/strategies: retires every worker but the fastest."""
-
-    name = "test-fastest-only"
-    summary = "the fastest worker alone"
-
-    def assign(self, worker, view):
-        if worker.step_time_s > view.fastest_step_time_s():
-            return RETIRE
-        t = view.peek(Ordering.LEAST_PROGRESSED)
-        return IDLE if t is None else Run(t.id, view.interval)
 
 
 def test_a_strategy_added_in_a_test_runs_in_both_engines_unchanged(tmp_path):

@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from typing import Any, Callable, ClassVar, Protocol, Sequence
 
 from hetune.sim.cluster import ClusterConfig, WorkerSpec, default_workers
-from hetune.sim.runnable import Ordering
+from hetune.sim.enums import DeviceKind, Ordering, TrialStatus
 
-__all__ = ["Ordering", "Strategy", "Run", "Idle", "Retire", "Decision", "IDLE", "RETIRE", "SimView", "TrialView",
-           "WorkerView", "StepTimeFn"]
+__all__ = ["Ordering", "TrialStatus", "DeviceKind", "Strategy", "Run", "Idle", "Retire", "Decision", "IDLE", "RETIRE",
+           "SimView", "TrialView", "WorkerView", "StepTimeFn"]
 
 
 StepTimeFn = Callable[[str, int], float]
@@ -31,7 +31,7 @@ class TrialView(Protocol):
     @property
     def accuracy(self) -> float | None: ...
     @property
-    def status(self) -> str: ...
+    def status(self) -> TrialStatus: ...
 
 
 class WorkerView(Protocol):
@@ -46,7 +46,7 @@ class WorkerView(Protocol):
     @property
     def devices(self) -> int: ...
     @property
-    def kind(self) -> str: ...
+    def kind(self) -> DeviceKind: ...
     @property
     def step_time_s(self) -> float: ...
     @property

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Iterator, Mapping
+from typing import Iterator
 
-from hetune.sim.cluster import ClusterConfig, WorkerSpec
+from hetune.sim.cluster import ClusterConfig, NodeGroup, WorkerSpec, carve_workers
 from hetune.sim.strategies import register
 from hetune.sim.strategies.base import Ordering, IDLE, RETIRE, Decision, Run, SimView, StepTimeFn, Strategy, TrialView, WorkerView
 
@@ -43,24 +43,6 @@ class HRFSParams:
             yield "weak_ability", f"must be >= 2, got {self.weak_ability}"
 
 
-def carve(cluster: ClusterConfig, allocation: Mapping[str, int]) -> list[WorkerSpec]:
-    """Workers per node: one per GPU, or floor(cpus / size) CPU workers of ``size`` cores.
-
-    Args:
-        cluster: the cluster.
-        allocation: node or group name -> cores per worker.
-    """
-    kinds = {name: d.kind for name, d in cluster.devices.items()}
-    out: list[WorkerSpec] = []
-    for name, g in cluster.node_names():
-        if kinds[g.device] == "gpu":
-            out.extend(WorkerSpec(name, g.device, 1) for _ in range(g.gpus))
-        else:
-            size = min(allocation.get(name, allocation.get(g.name, g.worker_size)), g.cpus)
-            out.extend(WorkerSpec(name, g.device, size) for _ in range(g.cpu_workers(size)))
-    return out
-
-
 @register
 class HRFS(Strategy):
     name = "hrfs"
@@ -72,7 +54,14 @@ class HRFS(Strategy):
         self._sec_per_iter: dict[int, float] = {}
 
     def workers(self, cluster: ClusterConfig, step_time_s: StepTimeFn) -> list[WorkerSpec]:
-        return carve(cluster, self.params.resource_allocation)
+        """One worker per GPU; a CPU node's workers get the cores its RESOURCE_ALLOCATION row names
+        (by node, else by group, else the group's worker_cpus), at most the node's cores."""
+        allocation = self.params.resource_allocation
+
+        def cores(node: str, g: NodeGroup) -> int:
+            return min(allocation.get(node, allocation.get(g.name, g.worker_size)), g.cpus)
+
+        return carve_workers(cluster, cores=cores)
 
     def on_chunk(self, worker: WorkerView, trial: TrialView, iterations: int, seconds: float, view: SimView) -> None:
         self._sec_per_iter.setdefault(worker.id, seconds / iterations)

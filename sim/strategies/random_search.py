@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from hetune.sim.cluster import ClusterConfig, WorkerSpec, default_workers
 from hetune.sim.strategies import register
-from hetune.sim.strategies.base import IDLE, Decision, Ordering, Run, SimView, StepTimeFn, Strategy, WorkerView
+from hetune.sim.strategies.base import (IDLE, Decision, Ordering, Run, SimView, StepTimeFn, Strategy, TrialStatus,
+                                        WorkerView)
 
 
 @register
@@ -29,7 +30,7 @@ class RandomSearch(Strategy):
 
     def assign(self, worker: WorkerView, view: SimView) -> Decision:
         r = worker.resident
-        if r is not None and r.status == "paused":  # its chunk ended at a checkpoint: go on
+        if r is not None and r.status == TrialStatus.PAUSED:  # its chunk ended at a checkpoint: go on
             return Run(r.id, view.interval)
         t = view.peek(Ordering.FIFO)
         return IDLE if t is None else Run(t.id, view.interval)

@@ -16,9 +16,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterator
 
-from hetune.sim.cluster import ClusterConfig, WorkerSpec
+from hetune.sim.cluster import ClusterConfig, NodeGroup, WorkerSpec, carve_workers
 from hetune.sim.strategies import register
-from hetune.sim.strategies.base import Ordering, IDLE, Decision, Run, SimView, StepTimeFn, Strategy, WorkerView
+from hetune.sim.strategies.base import (Ordering, IDLE, Decision, DeviceKind, Run, SimView, StepTimeFn, Strategy,
+                                        TrialStatus, WorkerView)
 
 
 @dataclass(frozen=True)
@@ -40,28 +41,6 @@ class TuneDefaultParams:
             yield "cpus_per_trial", f"must be >= 0, got {self.cpus_per_trial}"
 
 
-def fixed_slots(cluster: ClusterConfig, gpus: int, cpus: int) -> list[WorkerSpec]:
-    """Slots for trials that all request ``gpus`` GPUs (or, with 0 GPUs or none in the cluster, ``cpus`` cores).
-
-    Args:
-        cluster: the cluster.
-        gpus: GPUs per trial.
-        cpus: cores per trial on CPU nodes (0 = the node's worker_cpus or whole node).
-    """
-    kinds = {name: d.kind for name, d in cluster.devices.items()}
-    nodes = cluster.node_names()
-    has_gpu = any(kinds[g.device] == "gpu" for _, g in nodes)
-    out: list[WorkerSpec] = []
-    for name, g in nodes:
-        if gpus > 0 and has_gpu:
-            if kinds[g.device] == "gpu":
-                out.extend(WorkerSpec(name, g.device, gpus) for _ in range(g.gpus // gpus))
-        elif kinds[g.device] == "cpu":
-            size = cpus or g.worker_size
-            out.extend(WorkerSpec(name, g.device, size) for _ in range(g.cpu_workers(size)))
-    return out
-
-
 @register
 class TuneDefault(Strategy):
     name = "tune-default"
@@ -73,12 +52,22 @@ class TuneDefault(Strategy):
         super().__init__(params or TuneDefaultParams())
 
     def workers(self, cluster: ClusterConfig, step_time_s: StepTimeFn) -> list[WorkerSpec]:
-        return fixed_slots(cluster, self.params.gpus_per_trial, self.params.cpus_per_trial)
+        """Slots for trials that all request ``gpus_per_trial`` GPUs: GPU nodes only; or, with 0 GPUs
+        per trial or no GPU in the cluster, ``cpus_per_trial`` cores (0 = the node's worker_cpus or
+        whole node): CPU nodes only."""
+        gpus, cpus = self.params.gpus_per_trial, self.params.cpus_per_trial
+        if gpus > 0 and cluster.has_kind(DeviceKind.GPU):
+            return carve_workers(cluster, gpus=gpus, kinds=(DeviceKind.GPU,))
+
+        def cores(node: str, g: NodeGroup) -> int:
+            return cpus or g.worker_size
+
+        return carve_workers(cluster, cores=cores, kinds=(DeviceKind.CPU,))
 
     def assign(self, worker: WorkerView, view: SimView) -> Decision:
         # Ray Tune only pauses a trial at a perturbation point: between them it keeps its slot.
         r = worker.resident
-        if r is not None and r.status == "paused" and r.iteration % view.interval != 0:
+        if r is not None and r.status == TrialStatus.PAUSED and r.iteration % view.interval != 0:
             return Run(r.id, view.interval)
         # At a perturbation point Ray's PBT pauses the trial whenever another one waits, then runs
         # the least progressed waiting trial, which may be the one it just paused: that trial
