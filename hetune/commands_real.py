@@ -7,7 +7,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from hetune.common import add_force_option, add_set_option, add_size_option, int_list, positive, shipped
+from hetune.common import (add_force_option, add_set_option, add_size_option, int_list, positive, require_torch,
+                           shipped)
 from hetune.sim.outdir import claim_file, claim_folder
 from hetune.sim.errors import ConfigError
 
@@ -84,7 +85,10 @@ def cmd_validate(args: argparse.Namespace) -> int:
         raise ConfigError("--seed", "", f"must be >= 0, got {args.seed}")
     out = Path(args.out)
     # bad input (and a population too large to handle) is refused before anything is moved aside
-    check_size(load_inputs(args.experiment, args.overrides), args.max_events)
+    inputs = load_inputs(args.experiment, args.overrides)
+    check_size(inputs, args.max_events)
+    if inputs.experiment.real.trainable == "network":  # the model trainable needs no torch
+        require_torch("validate")
     claim_folder(out, resume=args.resume, force=args.force)
     runs = []
     for r in range(args.repeat):
@@ -183,7 +187,7 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
     add_force_option(p, "run")
     add_size_option(p)
     add_set_option(p)
-    p.set_defaults(fn=cmd_validate, needs_torch=True)
+    p.set_defaults(fn=cmd_validate)  # torch only for real.trainable = "network" (cmd_validate checks)
 
     p = sub.add_parser("slots", help="the `ray start --resources` each node needs for a strategy's workers")
     p.add_argument("experiment")

@@ -142,7 +142,6 @@ def run_validate(experiment: str, overrides: list[str], strategy: str, out: Path
     from hetune.real.recorder import EventLog, RecorderCallback, RecordingPBT
     from hetune.real.status import StatusCallback
     from hetune.real.checkpoints import PruneCheckpoints
-    from hetune.real.trainable import SETUP_KEY, PBTTrainable
     from hetune.sim.snapshot import MANIFEST, load_snapshot, write_snapshot
 
     inputs = load_inputs(experiment, overrides)
@@ -165,8 +164,9 @@ def run_validate(experiment: str, overrides: list[str], strategy: str, out: Path
         print(f"hetune: note: {note}", file=sys.stderr)
     place = placement(strategy_obj, inputs.cluster, workers, step_time_s, plain=plain)  # refused before anything starts
     out = out.resolve()
-    if exp.real.synthetic:
-        data = str(out / "data")
+    model_run = exp.real.trainable == "model"  # the learning model stands in for the network: no data
+    if model_run or exp.real.synthetic:
+        data = "" if model_run else str(out / "data")
     else:
         data = data_dir or exp.real.data_dir
         if not data:
@@ -179,7 +179,7 @@ def run_validate(experiment: str, overrides: list[str], strategy: str, out: Path
     out.mkdir(parents=True, exist_ok=True)
     if not frozen:
         write_snapshot(out, inputs, strategy, seed, frozen="at --resume" if resume else "before the run started")
-    if exp.real.synthetic:
+    if exp.real.synthetic and not model_run:
         write_synthetic(data, info.dataset, train=exp.real.synthetic_train, test=info.eval_samples, seed=seed,
                         signal=exp.real.synthetic_signal)
     slots = place.node_resources
@@ -202,6 +202,7 @@ def run_validate(experiment: str, overrides: list[str], strategy: str, out: Path
                  "data_dir": data, "eval_samples": info.eval_samples, "stem": info.stem,
                  "threads": exp.real.threads, "slowdowns": slowdowns, "seed": seed,
                  "fail_once_at_step": exp.real.fail_once_at_step, "fault_dir": str(out / "faults")}
+        trainable_cls, SETUP_KEY = _trainable(inputs, setup)
         param_space: dict[str, Any] = {"trial_index": tune.grid_search(list(range(info.population))),
                                        SETUP_KEY: setup}
         for key in sorted(exp.pbt.mutations):
@@ -237,7 +238,7 @@ def run_validate(experiment: str, overrides: list[str], strategy: str, out: Path
         # every step (cheap at these sizes: 96 s of smoke-run makespan against 93 s without) bounds the loss
         # to one checkpoint interval. A value the user set is kept.
         os.environ.setdefault("TUNE_GLOBAL_CHECKPOINT_S", "0")
-        trainable = tune.with_resources(PBTTrainable, {k.lower() if k in ("CPU", "GPU") else k: v
+        trainable = tune.with_resources(trainable_cls, {k.lower() if k in ("CPU", "GPU") else k: v
                                                       for k, v in place.resources.items()})
         name = f"{info.name}-{strategy}"
         if resume:
@@ -285,6 +286,20 @@ def run_validate(experiment: str, overrides: list[str], strategy: str, out: Path
     summary = write_run(out, inputs, events, strategy, seed, extra={"kind": "real", "host": this_host()}, frozen=True)
     (out / "events.partial.jsonl").unlink(missing_ok=True)  # complete: events.jsonl has them all
     return summary
+
+
+def _trainable(inputs: RunInputs, setup: dict[str, Any]) -> tuple[Any, str]:
+    """The trainable class of ``real.trainable`` and its setup key; the model trainable's setup gains
+    the learning model and the calibrated seconds it sleeps (real/model_trainable.py)."""
+    if inputs.experiment.real.trainable == "model":
+        from hetune.real.model_trainable import SETUP_KEY, ModelTrainable, device_seconds, learning_setup
+
+        setup["model_setup"] = learning_setup(inputs)
+        setup["device_seconds"] = device_seconds(inputs, inputs.experiment.real.model_sleep)
+        return ModelTrainable, SETUP_KEY
+    from hetune.real.trainable import SETUP_KEY as KEY, PBTTrainable
+
+    return PBTTrainable, KEY
 
 
 class _Stop:

@@ -206,6 +206,11 @@ class RealConfig:
         storage_path: Ray Tune storage ("" = <out>/tune); must be shared storage on multi-node clusters.
         shared_storage: the user asserts storage_path is visible from every node.
         fail_once_at_step: fault injection for tests: every trial's process dies once at this step (0 = off).
+        trainable: what a real trial trains: "network" (the ResNet, real/trainable.py) or "model" (the
+            experiment's learning model in place of a network, real/model_trainable.py: PBT for real
+            on known dynamics, no torch, no data).
+        model_sleep: with trainable "model", each step and evaluation sleeps this multiple of its
+            calibrated seconds (0: as fast as Ray allows), so time_total_s means device seconds.
     """
 
     data_dir: str = ""
@@ -216,6 +221,8 @@ class RealConfig:
     storage_path: str = ""
     shared_storage: bool = False
     fail_once_at_step: int = 0
+    trainable: Literal["network", "model"] = "network"
+    model_sleep: float = 1.0
 
     def check(self) -> Iterator[tuple[str, str]]:
         if self.threads < 1:
@@ -224,6 +231,8 @@ class RealConfig:
             yield "synthetic_train", f"must be in [1, 50000], got {self.synthetic_train}"
         if not 0 < self.synthetic_signal <= 1:
             yield "synthetic_signal", f"must be in (0, 1], got {self.synthetic_signal}"
+        if not 0 <= self.model_sleep <= 100:
+            yield "model_sleep", f"must be in [0, 100] (a factor on calibrated seconds), got {self.model_sleep}"
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ from typing import Any, ClassVar, Mapping
 import numpy as np
 
 from hetune.sim.errors import ConfigError, RunFailed
+from hetune.sim.registry import add
 from hetune.sim.schema import from_mapping
 
 __all__ = ["LearningModel", "LearningModelFailed", "REGISTRY", "create", "names", "register"]
@@ -75,10 +76,7 @@ REGISTRY: dict[str, type[LearningModel]] = {}
 
 def register(cls: type[LearningModel]) -> type[LearningModel]:
     """Class decorator adding a learning model to the registry under ``cls.name``."""
-    if not cls.name or cls.name in REGISTRY:
-        raise ValueError(f"learning model name {cls.name!r} is empty or taken")
-    REGISTRY[cls.name] = cls
-    return cls
+    return add(REGISTRY, cls, "learning model")
 
 
 def names() -> list[str]:

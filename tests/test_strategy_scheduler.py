@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import pytest
+# ray[tune] is a base dependency: a broken install fails here, it is not skipped
+from ray.tune.experiment import Trial
+from ray.tune.schedulers import TrialScheduler
 
-ray_tune = pytest.importorskip("ray.tune")
-
-from ray.tune.experiment import Trial  # noqa: E402
-from ray.tune.schedulers import TrialScheduler  # noqa: E402
-
-from conftest import FastestOnly  # noqa: E402  (chunks of PBT's interval: 5 in every test here)
-from hetune.real.strategy_scheduler import StrategyScheduler, StrategyStalled, node_resources  # noqa: E402
-from hetune.sim.cluster import WorkerSpec  # noqa: E402
-from hetune.sim.strategies.base import IDLE, RETIRE, Ordering, Run, Strategy  # noqa: E402
+from conftest import FastestOnly  # (chunks of PBT's interval: 5 in every test here)
+from hetune.real.strategy_scheduler import StrategyScheduler, StrategyStalled, node_resources
+from hetune.sim.cluster import WorkerSpec
+from hetune.sim.strategies.base import IDLE, RETIRE, Ordering, Run, Strategy
 
 
 class FakeTrial:

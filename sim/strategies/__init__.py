@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from hetune.sim.errors import ConfigError
+from hetune.sim.registry import add
 from hetune.sim.schema import from_mapping
 from hetune.sim.strategies.base import Strategy
 
@@ -15,10 +16,7 @@ REGISTRY: dict[str, type[Strategy]] = {}
 
 def register(cls: type[Strategy]) -> type[Strategy]:
     """Class decorator adding a strategy to the registry under ``cls.name``."""
-    if not cls.name or cls.name in REGISTRY:
-        raise ValueError(f"strategy name {cls.name!r} is empty or taken")
-    REGISTRY[cls.name] = cls
-    return cls
+    return add(REGISTRY, cls, "strategy")
 
 
 def names() -> list[str]:

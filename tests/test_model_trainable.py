@@ -1,0 +1,58 @@
+"""The model trainable: Ray Tune PBT for real on the learning model's dynamics, without torch."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from conftest import REPO
+from hetune.cli import main
+from hetune.sim.events import read_events
+from hetune.sim.loader import load_inputs
+
+SMOKE = REPO / "configs/experiments/smoke-local.toml"
+MODEL = ["--set", 'real.trainable="model"', "--set", "real.model_sleep=0", "--set", 'learning.kind="nqm"',
+         "--set", "experiment.target_accuracy=0.95"]
+
+
+def test_the_model_trainable_imports_no_torch():
+    code = ("import sys; import hetune.real.model_trainable; "
+            "print(sorted(m for m in ('torch', 'torchvision') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO).stdout
+    assert out.strip() == "[]"
+
+
+def test_the_model_trainable_rebuilds_the_experiments_model():
+    from hetune.real.model_trainable import build_model, device_seconds, learning_setup
+
+    inputs = load_inputs(SMOKE, ['learning.kind="nqm"'])
+    rebuilt, here = build_model(learning_setup(inputs)), inputs.make_learning_model()
+    a = rebuilt.advance(rebuilt.initial_state(np.random.default_rng(0)), {"lr": 0.1, "momentum": 0.9}, 30)
+    b = here.advance(here.initial_state(np.random.default_rng(0)), {"lr": 0.1, "momentum": 0.9}, 30)
+    assert rebuilt.accuracy(a) == here.accuracy(b)
+    # the sleep per step is the calibrated step time of each device type (the slow one is slower)
+    secs = device_seconds(inputs, 1.0)
+    assert 0 < secs["cpu-fast"]["step_s"] < secs["cpu-slow"]["step_s"]
+    assert device_seconds(inputs, 0.0)["cpu-fast"]["step_s"] == 0
+
+
+@pytest.mark.slow
+@pytest.mark.ray
+def test_rays_own_pbt_runs_on_the_learning_model(tmp_path, capsys):
+    out = tmp_path / "model-run"
+    assert main(["validate", str(SMOKE), "--strategy", "tune-default", "--plain", "--out", str(out), "--quiet",
+                 *MODEL]) == 0
+    events = read_events(out / "events.jsonl")
+    assert {e["trial"] for e in events if e["kind"] == "stop"} == {0, 1, 2, 3}
+    exploits = [e for e in events if e["kind"] == "exploit"]
+    assert exploits  # Ray's PBT exploited on the model's readings
+    readings = [e["accuracy"] for e in events if e["kind"] == "chunk" and e["accuracy"] is not None]
+    assert readings and all(0.0 <= a <= 1.0 for a in readings) and max(readings) > 0.2
+    cfg = json.loads((out / "inputs.json").read_text())
+    assert cfg["frozen"] == "before the run started"
+    assert main(["compare", str(out)]) == 0  # judged by the simulator on the same learning model
+    assert "makespan: real" in capsys.readouterr().out
