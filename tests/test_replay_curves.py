@@ -42,11 +42,12 @@ def test_replay_under_another_strategy_keeps_the_population_and_changes_the_timi
                  "--out", str(out)]) == 0
     a, b = summary(recorded), summary(out)
     assert b["best_accuracy"] == a["best_accuracy"] and b["exploits"] == a["exploits"]
-    # leader-fusion fuses gavel-12's four V100s into one worker (12 GPU workers become 9), keeps the
+    # leader-fusion (as the experiment ships it) fuses three of gavel-12's four V100s into one worker
+    # (12 GPU workers become 10), keeps the
     # leading trial there and retires the slow workers at the target: the same population finishes
     # sooner, at other times (which one reaches the target first is a benchmark question, not this test's)
     workers = [{e["worker"] for e in read_events(p / "events.jsonl") if e["kind"] == "chunk"} for p in (recorded, out)]
-    assert (len(workers[0]), len(workers[1])) == (12, 9)
+    assert (len(workers[0]), len(workers[1])) == (12, 10)
     assert b["makespan_s"] < 0.9 * a["makespan_s"] and b["time_to_target_s"] != a["time_to_target_s"]
 
 
