@@ -165,15 +165,16 @@ class NQM(LearningModel):
         if hit is not None:
             return hit
         h, d = self.h, self.params.dims
-        a11, a12, a21, a22 = 1.0 - lr * h, np.full(d, -lr * m), h, np.full(d, m)
         g = np.zeros((d, 4, 4))
-        g[:, 0, 0], g[:, 0, 1], g[:, 0, 2] = a11 * a11, 2 * a11 * a12, a12 * a12
-        g[:, 1, 0], g[:, 1, 1], g[:, 1, 2] = a11 * a21, a11 * a22 + a12 * a21, a12 * a22
-        g[:, 2, 0], g[:, 2, 1], g[:, 2, 2] = a21 * a21, 2 * a21 * a22, a22 * a22
-        g[:, 0, 3], g[:, 1, 3], g[:, 2, 3] = lr * lr * self.sigma2, -lr * self.sigma2, self.sigma2
-        g[:, 3, 3] = 1.0
+        # an lr or momentum far out of range overflows here: capped below, and a diverged network results
         with np.errstate(over="ignore", invalid="ignore"):
-            p = np.linalg.matrix_power(g, k)
+            a11, a12, a21, a22 = 1.0 - lr * h, np.full(d, -lr * m), h, np.full(d, m)
+            g[:, 0, 0], g[:, 0, 1], g[:, 0, 2] = a11 * a11, 2 * a11 * a12, a12 * a12
+            g[:, 1, 0], g[:, 1, 1], g[:, 1, 2] = a11 * a21, a11 * a22 + a12 * a21, a12 * a22
+            g[:, 2, 0], g[:, 2, 1], g[:, 2, 2] = a21 * a21, 2 * a21 * a22, a22 * a22
+            g[:, 0, 3], g[:, 1, 3], g[:, 2, 3] = lr * lr * self.sigma2, -lr * self.sigma2, self.sigma2
+            g[:, 3, 3] = 1.0
+            p = np.linalg.matrix_power(np.nan_to_num(g, nan=_CAP, posinf=_CAP, neginf=-_CAP), k)
         p = np.nan_to_num(p, nan=_CAP, posinf=_CAP, neginf=-_CAP)
         out = (np.ascontiguousarray(p[:, :3, :3]), np.ascontiguousarray(p[:, :3, 3]))
         if len(self._cache) >= _CACHE_SIZE:
