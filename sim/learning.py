@@ -50,6 +50,18 @@ class LearningModel:
         self.batch_size = batch_size
         self.eval_samples = eval_samples
 
+    @classmethod
+    def params_from(cls, learning: Any, bell: Any, where: str) -> Any:
+        """This model's parameters from the experiment: by default ``[learning.params]`` checked against
+        ``Params`` (the built-in models take theirs from ``[learning.nqm]`` or the bell curve).
+
+        Args:
+            learning: the ``[learning]`` table (sim/config.py LearningConfig).
+            bell: the bell curve's parameters (calibration curves or ``[surrogate]``) at the batch.
+            where: the experiment file, for messages.
+        """
+        return from_mapping(cls.Params, learning.params, where, "learning.params") if cls.Params else None
+
     def initial_state(self, rng: np.random.Generator) -> Any:
         """The state of a trial that has not trained yet."""
         raise NotImplementedError
@@ -102,19 +114,13 @@ def create(learning: Any, bell: Any, batch_size: int, eval_samples: int, where: 
 
     Args:
         learning: the ``[learning]`` table (sim/config.py LearningConfig).
-        bell: the bell curve's parameters (calibration curves or ``[surrogate]``), used for kind "bell".
+        bell: the bell curve's parameters (calibration curves or ``[surrogate]``) at the batch.
         batch_size: global batch, examples per iteration.
         eval_samples: test images per evaluation.
         where: the experiment file, for messages about ``[learning.params]``.
     """
     cls = get_class(learning.kind, where)
-    if cls.name == "bell":
-        params = bell
-    elif cls.name == "nqm":
-        params = learning.nqm
-    else:
-        params = from_mapping(cls.Params, learning.params, where, "learning.params") if cls.Params else None
-    return cls(params, batch_size, eval_samples)
+    return cls(cls.params_from(learning, bell, where), batch_size, eval_samples)
 
 
 def checked(model: LearningModel, value: Any, trial: int, iteration: int) -> float:

@@ -154,6 +154,10 @@ class NQM(LearningModel):
         self._dead = dead
         self._cache: dict[tuple[float, float, int], tuple[np.ndarray, np.ndarray]] = {}
 
+    @classmethod
+    def params_from(cls, learning: Any, bell: Any, where: str) -> NQMParams:
+        return learning.nqm
+
     def initial_state(self, rng: np.random.Generator) -> NQMState:
         luck = float(rng.normal(0.0, self.params.seed_std)) if self.params.seed_std > 0 else 0.0
         return NQMState(self._start, luck)

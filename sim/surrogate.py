@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Iterator, Mapping
+from typing import Any, Iterator, Mapping
 
 import numpy as np
 
@@ -172,6 +172,10 @@ class BellModel(LearningModel):
     name = "bell"
     summary = "accuracy from effective progress; the lr only sets the speed (no schedule helps)"
     Params = SurrogateParams
+
+    @classmethod
+    def params_from(cls, learning: Any, bell: SurrogateParams, where: str) -> SurrogateParams:
+        return bell
 
     def initial_state(self, rng: np.random.Generator) -> float:
         return 0.0

@@ -115,8 +115,7 @@ class DeviceModel:
             link_gbps: the node's GPU interconnect, Gb/s (0 = no communication term).
         """
         if kind == DeviceKind.CPU:
-            p = self.parallel_fraction
-            return (self.alpha_s + self.beta_s_per_sample * batch) * ((1.0 - p) + p * self.reference_cores / devices)
+            return (self.alpha_s + self.beta_s_per_sample * batch) * self.cpu_factor(devices)
         return self.alpha_s + self.beta_s_per_sample * batch / devices + self.allreduce_s(devices, link_gbps)
 
     def eval_time_s(self, devices: int, kind: DeviceKind) -> float:
@@ -128,11 +127,13 @@ class DeviceModel:
         multi-GPU worker's devices), with no gradient exchange.
         """
         if kind == DeviceKind.CPU:
-            p = self.parallel_fraction
-            return self.eval_s * ((1.0 - p) + p * self.reference_cores / max(devices, 1))
-        if devices <= 1:
-            return self.eval_s
-        return self.eval_s / devices
+            return self.eval_s * self.cpu_factor(devices)
+        return self.eval_s / max(devices, 1)
+
+    def cpu_factor(self, cores: int) -> float:
+        """Amdahl's law: a CPU type's time on ``cores`` cores over its time on ``reference_cores``."""
+        p = self.parallel_fraction
+        return (1.0 - p) + p * self.reference_cores / cores
 
     @property
     def restart_s(self) -> float:
