@@ -277,3 +277,11 @@ def test_time_attr_time_total_s_perturbs_slow_trials_after_fewer_iterations():
     assert set(by_iteration.values()) == {50}  # every trial is ranked at iteration 50, whatever its device
     by_time = first_exploit_iteration_by_device(['pbt.time_attr="time_total_s"', "pbt.perturbation_interval=60"])
     assert by_time["k80"] < by_time["v100"]  # 60 s of a K80 is far fewer iterations than 60 s of a V100
+
+
+def test_an_unsupported_time_attr_is_refused_naming_the_allowed_values(tmp_path, capsys):
+    out = tmp_path / "run"
+    assert main(["simulate", str(EXP), "--set", 'pbt.time_attr="wall_s"', "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "pbt.time_attr" in err[0] and "'training_iteration', 'time_total_s'" in err[0]
+    assert not out.exists()
