@@ -128,3 +128,11 @@ class TuneView:
 
     def fastest_step_time_s(self) -> float:
         return min(s.step_time_s for s in self._slots)
+
+    def at_perturbation_point(self, trial: int) -> bool:
+        return self._trials[trial].iteration % self._interval == 0
+
+    def starting(self) -> list[TrialState]:
+        # The adapter decides every pause itself (StrategyScheduler.on_trial_result), so a trial whose
+        # actor is starting does not make it pause another: nothing is starting as far as a strategy knows.
+        return []

@@ -216,7 +216,7 @@ def run_validate(experiment: str, overrides: list[str], strategy: str, out: Path
         if resume:
             log.resume_from(journal)
         recorder = RecorderCallback(log)
-        pbt = RecordingPBT(log, recorder, record_pauses=plain, **_pbt_kwargs(exp))
+        pbt = RecordingPBT(log, recorder, record_pauses=plain, **pbt_kwargs(exp))
         scheduler = place.wrap(pbt, interval=exp.pbt.perturbation_interval, mode=exp.pbt.mode,
                                stop_iterations=info.stop_iterations, target_accuracy=info.target_accuracy,
                                on_pause=recorder.pause, checkpoint_interval=info.checkpoint_interval,
@@ -314,7 +314,7 @@ class _Stop:
                 or result.get("accuracy", 0.0) >= self.target_accuracy)
 
 
-def _pbt_kwargs(exp: Any) -> dict[str, Any]:
+def pbt_kwargs(exp: Any) -> dict[str, Any]:
     from ray import tune
 
     pbt = exp.pbt

@@ -24,6 +24,7 @@ the exploit when that trial kept none; explore then perturbs the donor's configu
 
 from __future__ import annotations
 
+import math
 from typing import Any, Sequence
 
 import numpy as np
@@ -105,6 +106,7 @@ class Simulation(ExploitSteps, FaultSteps):
         self._procs: dict[int, Any] = {}  # worker id -> its busy process (interrupted when its node fails)
         self._running: dict[int, int] = {}  # worker id -> the trial its process runs
         self._done = self.env.event()  # the last trial stopped (ends a run whose nodes still fail)
+        self.starting: set[int] = set()  # trials whose process is starting on a worker (Tune: PENDING)
         self.faults = exp.faults if population is None else None
 
     # ----------------------------------------------------------------- set-up
@@ -183,7 +185,7 @@ class Simulation(ExploitSteps, FaultSteps):
             if isinstance(decision, Retire):
                 self._retire(w)
             else:
-                self._reserve(decision)
+                self._reserve(decision, w)
                 self._procs[w.id] = self.env.process(self._work(w, decision))
 
     def _decided(self, w: Worker, decision: Decision) -> None:
@@ -217,7 +219,7 @@ class Simulation(ExploitSteps, FaultSteps):
             nxt = self.strategy.assign(w, self.view) if self.unfinished else IDLE
             self._decided(w, nxt)
             if isinstance(nxt, Run):
-                self._reserve(nxt)
+                self._reserve(nxt, w)
                 self._dispatch()
                 decision = nxt
                 continue
@@ -230,12 +232,23 @@ class Simulation(ExploitSteps, FaultSteps):
             self._dispatch()
             return
 
-    def _reserve(self, decision: Run) -> None:
+    def _reserve(self, decision: Run, w: Worker) -> None:
         t = self.trials[decision.trial]
         if t.id not in self.runnable:
             raise SimulationError(f"strategy {self.strategy.name!r} chose trial {t.id} which is {t.status}")
         self._take(t)
         t.status = TrialStatus.RUNNING
+        if t.resident is not w or decision.restart:
+            # Tune holds a trial PENDING from when it is chosen until its actor is up (then it
+            # restores, RUNNING); Ray's PBT pauses a trial at its perturbation point while another is
+            # PENDING, and stages no paused trial while its pick is still starting (tune-default)
+            self.starting.add(t.id)
+
+    def _started(self, t: Trial) -> None:
+        """``t``'s process is up: a strategy that waited for it is asked again."""
+        self.starting.discard(t.id)
+        if self.strategy.asks_when_started:
+            self._dispatch()
 
     def _run_chunk(self, w: Worker, t: Trial, wanted: int, restart: bool = False):
         dm = w.model
@@ -249,13 +262,16 @@ class Simulation(ExploitSteps, FaultSteps):
                 t.resident.resident = None
             if not t.started:
                 yield self.env.timeout(dm.start_overhead_s)
+                self._started(t)
                 t.started = True
                 self._emit("trial_start", t, w, config=dict(t.config), duration_s=dm.start_overhead_s)
             else:
                 assert t.ckpt is not None
                 copy_s = self._copy_s(dm, t.ckpt.node, w.node)
                 dur = dm.restart_s + copy_s + dm.load_s
-                yield self.env.timeout(dur)
+                yield self.env.timeout(dm.restart_s)
+                self._started(t)
+                yield self.env.timeout(copy_s + dm.load_s)
                 self._emit("resume", t, w, duration_s=dur, load_s=dm.load_s, copy_s=copy_s)
             t.resident = w
             w.resident = t
@@ -265,7 +281,7 @@ class Simulation(ExploitSteps, FaultSteps):
         # Compute: stop at the next checkpoint boundary and at the iteration limit. The trainable
         # evaluates at every checkpoint interval and at its last iteration, nowhere else.
         ci = self.info.checkpoint_interval
-        k = min(wanted, ci - (t.iteration % ci), self.stop_iterations - t.iteration)
+        k = min(wanted, ci - (t.iteration % ci), self.stop_iterations - t.iteration, self._to_time_point(t, w))
         evaluates = (t.iteration + k) % ci == 0 or t.iteration + k >= self.stop_iterations
         eval_s = self.eval_s(dm, w) if evaluates else 0.0
         dur = k * w.step_time_s * t.step_factor + eval_s
@@ -290,10 +306,20 @@ class Simulation(ExploitSteps, FaultSteps):
         t.ckpt = Checkpoint(t.iteration, t.progress, dict(t.config), w.node, t.accuracy, t.time_total_s)
         self._emit("checkpoint", t, w, duration_s=dm.save_s)
         self._release_waiters(t)
-        if self.strategy.pbt and self._at_perturbation_point(t):
+        t.at_point = self.strategy.pbt and self._at_perturbation_point(t)
+        if t.at_point:
             self._perturb(t, w)
         if t.status != TrialStatus.WAITING:  # synch PBT's barrier, or a replayed clone waiting for its donor
             self._make_runnable(t)
+
+    def _to_time_point(self, t: Trial, w: Worker) -> int:
+        """Iterations until ``t``'s seconds reach its next perturbation point (``time_attr =
+        time_total_s``: Ray's PBT sees every iteration's result, so the point falls on the first
+        iteration past the interval, between evaluations too); unbounded otherwise."""
+        if self.pbt.time_attr != "time_total_s" or not self.strategy.pbt:
+            return self.stop_iterations
+        due = max(t.last_perturbation + self.pbt.perturbation_interval, self.pbt.burn_in) - t.time_total_s
+        return max(1, math.ceil(due / (w.step_time_s * t.step_factor) - 1e-9))
 
     def _moved(self, t: Trial, w: Worker) -> None:
         """Let every move hook react to ``t`` starting a chunk on ``w``, a worker of another speed."""

@@ -207,6 +207,7 @@ class FaultSteps:
     def _fail_trial(self, t: Trial, w: Worker) -> None:
         """``t`` was on ``w`` when its node failed: back to its last checkpoint, or stopped for good."""
         lost = t.iteration - (t.ckpt.iteration if t.ckpt is not None else 0)
+        self.starting.discard(t.id)  # it may have failed while its process was starting
         if w.inflight is not None:  # the chunk in flight: the iterations done so far are lost too
             started, step_s, k = w.inflight
             lost += min(k, int((self.env.now - started) / step_s))

@@ -47,6 +47,7 @@ class Trial:
     # Ray Tune's PBT state: the checkpoint kept at the trial's last perturbation point when it was in
     # the top quantile there (what a donor hands over), else None
     pbt_ckpt: Checkpoint | None = None
+    at_point: bool = False  # its last chunk ended at a PBT perturbation point
     version: int = 0
     last_step_s: float | None = None  # step time of the worker it last ran on
     step_factor: float = 1.0  # multiplies its step time once a move hook made its steps costlier

@@ -27,7 +27,13 @@ class EngineView:
 
     @property
     def interval(self) -> int:
-        return self._sim.pbt.perturbation_interval
+        # With time_attr = time_total_s the interval is seconds: a chunk then runs to the next
+        # checkpoint, and the engine ends it early where the trial's seconds reach a perturbation point.
+        pbt = self._sim.pbt
+        return pbt.perturbation_interval if pbt.time_attr == "training_iteration" else self._sim.info.checkpoint_interval
+
+    def at_perturbation_point(self, trial: int) -> bool:
+        return self._sim.trials[trial].at_point
 
     @property
     def target_reached(self) -> bool:
@@ -42,3 +48,6 @@ class EngineView:
 
     def fastest_step_time_s(self) -> float:
         return self._sim.fastest_step
+
+    def starting(self) -> list[Trial]:
+        return [self._sim.trials[t] for t in sorted(self._sim.starting)]

@@ -37,14 +37,16 @@ def test_a_failure_after_the_run_changes_nothing():
 
 def test_a_lost_node_costs_its_trials_the_work_since_their_checkpoint():
     plain, base = _run([])
-    res, summary = _run(_trace(100.0, "v100", 60.0))
+    # at 120 s trials train on the v100 node (Ray restages paused trials one at a time, so some of
+    # its GPUs may be idle at a given moment)
+    res, summary = _run(_trace(120.0, "v100", 60.0))
     ev = res.events
-    lost_at = [e for e in ev if e["kind"] == "worker_removed" and e["t"] == pytest.approx(100.0)]
+    lost_at = [e for e in ev if e["kind"] == "worker_removed" and e["t"] == pytest.approx(120.0)]
     assert {e["node"] for e in lost_at} == {"v100"} and len(lost_at) == 4  # one worker per GPU
-    back = [e for e in ev if e["kind"] == "worker_added" and e["t"] == pytest.approx(160.0)]
+    back = [e for e in ev if e["kind"] == "worker_added" and e["t"] == pytest.approx(180.0)]
     assert len(back) == 4
     failures = [e for e in ev if e["kind"] == "failure"]
-    assert failures and all(e["node"] == "v100" and e["t"] == pytest.approx(100.0) for e in failures)
+    assert failures and all(e["node"] == "v100" and e["t"] == pytest.approx(120.0) for e in failures)
     assert summary["failures"] == len(failures) and summary["trials_failed"] == 0
     for f in failures:
         # the trial starts again where its last checkpoint left it, on some other worker or later
@@ -52,7 +54,7 @@ def test_a_lost_node_costs_its_trials_the_work_since_their_checkpoint():
         restart_at = before[-1]["iteration"] if before else 0
         nxt = next(e for e in ev if e["trial"] == f["trial"] and e["kind"] == "chunk" and e["t"] > f["t"])
         assert nxt["iteration"] - nxt["iterations"] == restart_at
-        assert not any(e["kind"] == "chunk" and e["worker"] == f["worker"] and 100.0 < e["t"] < 160.0 for e in ev)
+        assert not any(e["kind"] == "chunk" and e["worker"] == f["worker"] and 120.0 < e["t"] < 180.0 for e in ev)
     assert {e["trial"] for e in ev if e["kind"] == "stop"} == set(range(20))  # the run still completes
     assert summary["lost_iterations"] > 0
     # four GPUs down for 60 s are not paid for

@@ -274,7 +274,8 @@ def test_time_attr_time_total_s_perturbs_slow_trials_after_fewer_iterations():
         return out
 
     by_iteration = first_exploit_iteration_by_device([])
-    assert set(by_iteration.values()) == {50}  # every trial is ranked at iteration 50, whatever its device
+    # every exploit happens at a perturbation point, a multiple of 50 iterations whatever the device
+    assert by_iteration and all(v % 50 == 0 for v in by_iteration.values())
     by_time = first_exploit_iteration_by_device(['pbt.time_attr="time_total_s"', "pbt.perturbation_interval=60"])
     assert by_time["k80"] < by_time["v100"]  # 60 s of a K80 is far fewer iterations than 60 s of a V100
 

@@ -66,7 +66,8 @@ class SimView(Protocol):
         """Every worker carved, retired ones included, by id."""
     @property
     def interval(self) -> int:
-        """PBT's perturbation interval, iterations."""
+        """Iterations a chunk runs for: PBT's perturbation interval (time_attr = training_iteration),
+        or the checkpoint interval where the perturbation interval is seconds (time_total_s)."""
     @property
     def target_reached(self) -> bool:
         """Whether some trial has reached the target accuracy."""
@@ -77,6 +78,11 @@ class SimView(Protocol):
         """The first runnable trial in ``ordering`` (not removed), passing over ``skip``; None if none."""
     def fastest_step_time_s(self) -> float:
         """Seconds per iteration of the fastest worker."""
+    def at_perturbation_point(self, trial: int) -> bool:
+        """Whether ``trial``'s last chunk ended at one of its PBT perturbation points."""
+    def starting(self) -> list[TrialView]:
+        """Trials that a worker is starting (their process is starting: Ray Tune's
+        ``PENDING`` status, which makes Ray's PBT pause a trial at its perturbation point)."""
 
 
 @dataclass(frozen=True)
@@ -127,6 +133,9 @@ class Strategy:
     ray_native: ClassVar[bool] = False
     # False for a baseline without PBT: neither engine ranks, exploits or explores its trials
     pbt: ClassVar[bool] = True
+    # True where the strategy leaves workers idle while a trial is starting (SimView.starting) and
+    # must be asked again once it is up (Ray Tune stages a paused trial only after its pick is up)
+    asks_when_started: ClassVar[bool] = False
 
     def __init__(self, params: Any = None) -> None:
         self.params = params

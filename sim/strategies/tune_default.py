@@ -47,6 +47,7 @@ class TuneDefault(Strategy):
     summary = "Ray Tune's default: fixed resources per trial, FIFO, least-progressed paused trial runs next"
     Params = TuneDefaultParams
     ray_native = True
+    asks_when_started = True
 
     def __init__(self, params: TuneDefaultParams | None = None) -> None:
         super().__init__(params or TuneDefaultParams())
@@ -67,15 +68,21 @@ class TuneDefault(Strategy):
     def assign(self, worker: WorkerView, view: SimView) -> Decision:
         # Ray Tune only pauses a trial at a perturbation point: between them it keeps its slot.
         r = worker.resident
-        if r is not None and r.status == TrialStatus.PAUSED and r.iteration % view.interval != 0:
+        if r is not None and r.status == TrialStatus.PAUSED and not view.at_perturbation_point(r.id):
             return Run(r.id, view.interval)
-        # At a perturbation point Ray's PBT pauses the trial whenever another one waits, then runs
-        # the least progressed waiting trial, which may be the one it just paused: that trial
-        # then restarts from its checkpoint (reuse_actors is off) instead of continuing in memory.
+        # At a perturbation point Ray's PBT pauses the trial whenever another one is PAUSED or PENDING
+        # (waiting for a slot, or its actor still starting); Tune then runs the least progressed
+        # waiting trial, which may be the one it just paused: that trial restarts from its checkpoint
+        # (reuse_actors is off) instead of continuing in memory.
         t = view.peek(Ordering.LEAST_PROGRESSED)
         if t is None:
             return IDLE
-        if r is not None and t.id == r.id:
-            others_wait = view.peek(Ordering.LEAST_PROGRESSED, skip={r.id}) is not None
-            return Run(r.id, view.interval, restart=others_wait)
-        return Run(t.id, view.interval)
+        starting = view.starting()  # never r itself when r is at its point (it is not on its way to a worker)
+        if r is not None and t.id == r.id and not starting and view.peek(Ordering.LEAST_PROGRESSED, skip={r.id}) is None:
+            return Run(r.id, view.interval)  # nothing waits: PBT continues it in memory
+        # Tune stages a paused trial only when PBT picks it (choose_trial_to_run, the least
+        # progressed PENDING or PAUSED trial): while that pick is still starting, no paused trial is
+        # staged. Trials that never ran are staged in order regardless.
+        if t.status == TrialStatus.PAUSED and any((s.iteration, s.id) <= (t.iteration, t.id) for s in starting):
+            return IDLE
+        return Run(t.id, view.interval, restart=r is not None and t.id == r.id)
