@@ -62,7 +62,7 @@ class PolicyHook:
         if key not in self._cache:
             model = SMALL_MODELS[self.model]()
             base = count_parameters(model)
-            actions = []
+            actions: list[int] = []
             for step in range(3):
                 x = torch.tensor([state_features(model, time_left_fraction, 1.0, step, actions)])
                 a = int(self.policy(x).argmax(1)[0])

@@ -16,7 +16,7 @@ Works on the two small CNNs of the adaptation scenarios and on torchvision ResNe
 from __future__ import annotations
 
 import itertools
-from typing import Iterable
+from typing import Iterable, cast
 
 import torch
 from torch import nn
@@ -74,11 +74,12 @@ SMALL_MODELS = {"convnet2": convnet2, "convnet3": convnet3}
 
 def _identity_conv_block(channels: int, k: int = 3) -> ConvBlock:
     block = ConvBlock(channels, channels, k)
-    conv, bn = block[0], block[1]
+    conv, bn = cast(nn.Conv2d, block[0]), cast(nn.BatchNorm2d, block[1])
     with torch.no_grad():
         conv.weight.zero_()
         for c in range(channels):
             conv.weight[c, c, k // 2, k // 2] = 1.0  # Dirac kernel: output = input
+        assert bn.running_mean is not None and bn.running_var is not None  # track_running_stats is on
         bn.running_mean.zero_()
         bn.running_var.fill_(1.0)
         bn.weight.fill_((1.0 + bn.eps) ** 0.5)
@@ -130,7 +131,7 @@ def deepen(model: nn.Module, block: int, data: Iterable[torch.Tensor] | None = N
 @torch.no_grad()
 def calibrate_bn(model: nn.Module, block: ConvBlock, data: Iterable[torch.Tensor]) -> None:
     """Re-estimate the new block's batch-norm statistics on ``data``, then keep it the identity in eval mode."""
-    bn = block[1]
+    bn = cast(nn.BatchNorm2d, block[1])
     bn.reset_running_stats()
     bn.momentum = None  # cumulative average over the batches
     was_training = model.training
@@ -140,6 +141,7 @@ def calibrate_bn(model: nn.Module, block: ConvBlock, data: Iterable[torch.Tensor
         model(x)
     model.train(was_training)
     bn.momentum = 0.1
+    assert bn.running_mean is not None and bn.running_var is not None  # track_running_stats is on
     bn.weight.copy_(torch.sqrt(bn.running_var + bn.eps))
     bn.bias.copy_(bn.running_mean)
 

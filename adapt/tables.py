@@ -12,7 +12,7 @@ from pathlib import Path
 from hetune.sim.errors import ConfigError
 
 REQUIRED = ("a1", "a2", "a3", "t1", "t2", "t3", "total_time", "acc")
-SEQUENCES = list(itertools.product(range(4), repeat=3))  # 4 actions x 3 decisions = 64
+SEQUENCES: list[tuple[int, int, int]] = [(a, b, c) for a, b, c in itertools.product(range(4), repeat=3)]  # 64
 
 
 @dataclass(frozen=True)
@@ -93,7 +93,7 @@ def read_table(path: str | Path, model: str = "") -> Table:
         for n, raw in enumerate(reader, 2):
             where = f"{p}:{n}"
             try:
-                actions = tuple(int(raw[k]) for k in ("a1", "a2", "a3"))
+                actions = (int(raw["a1"]), int(raw["a2"]), int(raw["a3"]))
             except (TypeError, ValueError):
                 raise ConfigError(where, "a1..a3", f"actions must be integers 0-3, got "
                                   f"{raw['a1']!r}, {raw['a2']!r}, {raw['a3']!r}") from None
@@ -109,7 +109,7 @@ def read_table(path: str | Path, model: str = "") -> Table:
             if actions in rows:
                 raise ConfigError(where, "", f"sequence {actions} appears twice")
             se, runs = _noise(where, raw)
-            rows[actions] = Row(actions, times, total, acc, se, runs)  # type: ignore[arg-type]
+            rows[actions] = Row(actions, times, total, acc, se, runs)  # type: ignore[arg-type]  # times: 3 floats
             if raw.get("model"):
                 models.add(raw["model"])
     absent = [s for s in SEQUENCES if s not in rows]
@@ -136,7 +136,8 @@ def _noise(where: str, raw: dict[str, str]) -> tuple[float, tuple[float, ...]]:
     try:
         runs = tuple(float(a) for a in (raw.get("acc_runs") or "").split())
     except ValueError:
-        raise ConfigError(where, "acc_runs", f"must be accuracies separated by spaces, got {raw['acc_runs']!r}") from None
+        raise ConfigError(where, "acc_runs",
+                          f"must be accuracies separated by spaces, got {raw['acc_runs']!r}") from None
     if any(not 0.0 <= a <= 1.0 for a in runs):
         raise ConfigError(where, "acc_runs", "each repeat's accuracy must be in [0, 1]")
     return se, runs

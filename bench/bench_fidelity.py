@@ -11,7 +11,8 @@ Steps, each skipped when its output exists (so the benchmark runs in parts and r
 1. ``hetune calibrate --under-load`` of configs/clusters/fidelity-local.toml (step times at the
    experiment's batch sizes, thread scaling of the fusable node, the Ray Tune overhead probe, each
    timed while the cluster's other worker slots train: the emulated device types share this host's
-   cores, as they do in every real run) into results/fidelity/<mode>/calibration-steps.toml, copied to configs/calibration/fidelity-local.toml,
+   cores, as they do in every real run) into results/fidelity/<mode>/calibration-steps.toml, copied to
+  configs/calibration/fidelity-local.toml,
    which the experiment names;
 1b. one more real run that is never compared (Ray Tune's own PBT, seed CURVES_SEED) and
    ``hetune calibrate curves`` on it: learning curves fitted from a recorded run that is not one
@@ -61,7 +62,8 @@ def configurations() -> list[tuple[str, list[str]]]:
     """(label, validate flags) for every registered strategy and the plain Ray PBT reference."""
     from hetune.sim.strategies import names
 
-    return [(s, ["--strategy", s]) for s in names()] + [("tune-default-plain", ["--strategy", "tune-default", "--plain"])]
+    return ([(s, ["--strategy", s]) for s in names()]
+            + [("tune-default-plain", ["--strategy", "tune-default", "--plain"])])
 
 
 def calibrate_steps(steps: Path, under_load: bool) -> None:
@@ -217,10 +219,12 @@ def table(labels: list[str]) -> str:
             return "-" if v is None else f"{v:+.1f}%"
 
         rows.append(f"| {label} | {med['runs']} | {med['makespan_real_s']} | {med['makespan_sim_s']} | "
-                    f"{pct(med['makespan_error_pct'])} | {med['ttt_real_s'] or 'never'} | {med['ttt_sim_s'] or 'never'} | "
+                    f"{pct(med['makespan_error_pct'])} | {med['ttt_real_s'] or 'never'} | "
+                    f"{med['ttt_sim_s'] or 'never'} | "
                     f"{pct(med['ttt_error_pct'])} ({med['ttt_agree']}/{med['runs']} agree) | "
                     f"{pct(med['replay_error_pct'])} | {pct(med['makespan_error_vs_median_pct'])} "
-                    f"({med['within_sim_range']}/{med['runs']} within) | {med['exploits_real']} / {med['exploits_sim']} | "
+                    f"({med['within_sim_range']}/{med['runs']} within) | "
+                    f"{med['exploits_real']} / {med['exploits_sim']} | "
                     f"{med['share_gap_pp']} pp | "
                     + ", ".join(f"{d} {pct(v)}" for d, v in med["step_time_error_pct"].items()) + " |")
     head = (f"Measured on host {platform.node()!r}; medians over seeds; errors are (sim - real) / real; every run "

@@ -59,7 +59,7 @@ SETTINGS: dict[str, tuple[str, list[str]]] = {
 REAL_EXP = REPO / "configs/experiments/smoke-local.toml"
 REAL_BASE = ['real.trainable="model"', "real.model_sleep=1", 'learning.kind="nqm"', "experiment.stop_iterations=60",
              "experiment.budget_s=1000000000", "experiment.target_accuracy=0.3",
-             "strategies.tune-default.cpus_per_trial=1"]
+             "strategies.tune-default.cpus_per_trial=1", f"cluster.path={REPO / 'configs/clusters/local-4slots.toml'}"]
 REAL_SETTINGS: dict[str, tuple[str, list[str]]] = {
     "R1-pop3": ("population 3 on 4 slots, quantile 0.25, iterations every 10, async", ["experiment.population=3"]),
     "R2-pop6-synch": ("population 6 on 4 slots (pauses), synchronous", ["experiment.population=6", "pbt.synch=true"]),
@@ -114,18 +114,51 @@ def _fail(line: str) -> int:
     return 2
 
 
+def _validate(run: Path, seed: int, overrides: list[str]) -> Path:
+    """One real Ray Tune run (validate --plain, tune-default, the model trainable) into ``run``."""
+    cmd = [sys.executable, "-m", "hetune.cli", "validate", str(REAL_EXP), "--strategy", "tune-default", "--plain",
+           "--seed", str(seed), "--out", str(run), "--quiet", "--force", *[x for o in overrides for x in ("--set", o)]]
+    subprocess.run(cmd, check=True, cwd=REPO, stdout=subprocess.DEVNULL)
+    return run
+
+
 def _real_outcomes(name: str, overrides: list[str], seeds: int, scratch: Path) -> list:
-    """``seeds`` runs of Ray Tune for real (validate --plain, model trainable), their outcomes."""
+    """``seeds`` runs of Ray Tune for real, their outcomes."""
     from hetune.real.pbt_parity import real_outcome
 
-    out = []
-    for seed in range(seeds):
-        run = scratch / f"{name}-s{seed}"
-        cmd = [sys.executable, "-m", "hetune.cli", "validate", str(REAL_EXP), "--strategy", "tune-default", "--plain",
-               "--seed", str(seed), "--out", str(run), "--quiet", "--force",
-               *[x for o in REAL_BASE + overrides for x in ("--set", o)]]
-        subprocess.run(cmd, check=True, cwd=REPO, stdout=subprocess.DEVNULL)
-        out.append(real_outcome(run))
+    return [real_outcome(_validate(scratch / f"{name}-s{seed}", seed, overrides)) for seed in range(seeds)]
+
+
+def _model_calibration(scratch: Path, out: Path) -> Path:
+    """The local calibration with the model trainable's own actor overheads, from one real run (seed 1000,
+    not a judged seed): a model trainable imports no torch, so its actors start in about a second where
+    the network trainable's calibrated ones take three. Start: first result minus its compute; restart:
+    the lower quartile of the gaps from a trial's pause to the end of its next resume (a trial waits on
+    longer when Tune restages another first)."""
+    import tomllib
+
+    import tomli_w
+
+    from hetune.sim.events import read_events
+
+    run = _validate(scratch / "calibration-run", 1000, REAL_BASE + REAL_SETTINGS["R1-pop3"][1])
+    events = read_events(run / "events.jsonl")
+    starts = [e["t"] for e in events if e["kind"] == "trial_start"]
+    gaps, paused = [], {}
+    for e in events:
+        if e["kind"] == "pause":
+            paused[e["trial"]] = e["t"]
+        elif e["kind"] == "resume" and e["trial"] in paused:
+            gaps.append(e["t"] - paused.pop(e["trial"]))
+    data = tomllib.loads((REPO / "configs/calibration/local.toml").read_text())
+    row = data["models"]["resnet18"]["cpu-fast"]
+    row["start_overhead_s"] = round(sorted(starts)[len(starts) // 2], 3)
+    if gaps:
+        row["resume_s"] = round(sorted(gaps)[len(gaps) // 4], 3)
+    data.setdefault("provenance", {})["model_trainable_overheads"] = (
+        f"start_overhead_s, resume_s of cpu-fast from a real run of the model trainable (bench_pbt_parity.py, "
+        f"seed 1000): {len(starts)} starts, {len(gaps)} restarts")
+    out.write_text(tomli_w.dumps(data))
     return out
 
 
@@ -165,14 +198,19 @@ def main(argv: list[str] | None = None) -> int:
     if args.seeds < 2 or args.permutations < 100:
         return _fail("--seeds must be >= 2 and --permutations >= 100")
     plan = {n: (EXP, BASE + SETTINGS[n][1] + args.overrides, SETTINGS[n][0]) for n in args.settings}
-    if args.real:
-        plan.update({n: (REAL_EXP, REAL_BASE + o + args.overrides, d) for n, (d, o) in REAL_SETTINGS.items()})
     for name, (exp, overrides, _) in plan.items():
         _check(exp, overrides, f"setting {name}")
     t0 = time.time()
     rows: list[dict] = []
     runs: dict[str, dict] = {}
+    args.out.mkdir(parents=True, exist_ok=True)
+    inputs_dir = args.out / "inputs"
+    inputs_dir.mkdir(exist_ok=True)
     with ProcessPoolExecutor(max_workers=args.jobs) as pool, tempfile.TemporaryDirectory() as scratch:
+        if args.real:  # calibrated before the judged runs, from a run of its own
+            calib = _model_calibration(Path(scratch), inputs_dir / "local-model-trainable.toml")
+            plan.update({n: (REAL_EXP, REAL_BASE + o + [f"calibration.path={calib}"] + args.overrides, d)
+                         for n, (d, o) in REAL_SETTINGS.items()})
         for name, (exp, overrides, desc) in plan.items():
             real = name in REAL_SETTINGS
             seeds = args.real_seeds_sim if real else args.seeds
@@ -184,18 +222,22 @@ def main(argv: list[str] | None = None) -> int:
                 for other in ("sim", "ray"):  # real Ray Tune against each engine's distribution
                     for c in compare(out["tune"], out[other], args.permutations, seed=len(rows)):
                         rows.append({**as_row(f"{name} real-vs-{other}", c), "ray_is": "Ray Tune for real"})
-            runs[name] = {"description": desc, "overrides": overrides, **{k: [asdict(o) for o in v] for k, v in out.items()}}
+            portable = [o.replace(f"{REPO}/", "").replace(f"{args.out}/", "") for o in overrides]
+            runs[name] = {"description": desc, "overrides": portable,
+                          **{k: [asdict(o) for o in v] for k, v in out.items()}}
             print(f"{name}: {seeds} seeds, {time.time() - t0:.0f} s", file=sys.stderr)
     tested = [r for r in rows if not math.isnan(r["p_value"])]
     for r, rej in zip(tested, holm([r["p_value"] for r in tested], 0.05)):
         r["rejected"] = rej
-    args.out.mkdir(parents=True, exist_ok=True)
-    inputs_dir = args.out / "inputs"
-    inputs_dir.mkdir(exist_ok=True)
-    for f in (EXP, CLUSTER, REPO / "configs/calibration/reference.toml"):
+    shipped = [EXP, CLUSTER, REPO / "configs/calibration/reference.toml"]
+    if args.real:
+        shipped += [REAL_EXP, REPO / "configs/clusters/local-4slots.toml", REPO / "configs/clusters/local.toml",
+                    REPO / "configs/calibration/local.toml"]
+    for f in shipped:
         shutil.copy2(f, inputs_dir / f.name)
     meta = {"command": "python bench/bench_pbt_parity.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-            "host": this_host(), "seeds": args.seeds, "permutations": args.permutations, "wall_s": round(time.time() - t0, 1),
+            "host": this_host(), "seeds": args.seeds, "permutations": args.permutations,
+            "wall_s": round(time.time() - t0, 1),
             "family_wise_alpha": 0.05, "tests": len(tested), "rejected": sum(r["rejected"] for r in tested)}
     (args.out / "table.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n")
     (args.out / "outcomes.json").write_text(json.dumps(runs) + "\n")

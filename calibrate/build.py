@@ -28,7 +28,8 @@ def fit_cells(samples: Iterable[Sample]) -> dict[tuple[str, str], tuple[LinearFi
     return out
 
 
-def holdout_errors(samples: Iterable[Sample], fits: dict[tuple[str, str], tuple[LinearFit, Any]]) -> list[dict[str, Any]]:
+def holdout_errors(samples: Iterable[Sample],
+                   fits: dict[tuple[str, str], tuple[LinearFit, Any]]) -> list[dict[str, Any]]:
     """Relative error of the fit at every held-out batch size (median over repeats)."""
     by: dict[tuple[str, str, int], list[float]] = defaultdict(list)
     for s in samples:

@@ -15,6 +15,7 @@ import argparse
 import json
 import platform
 from pathlib import Path
+from typing import Any
 
 from hetune.calibrate.probe import probe
 from hetune.sim.tomlfile import atomic_write_text
@@ -30,7 +31,7 @@ def main() -> None:
     ap.add_argument("--batch-sizes", default="16,32,64,128")
     ap.add_argument("--steps", type=int, default=3)
     args = ap.parse_args()
-    out: dict[str, dict[str, float]] = {}
+    out: dict[str, dict[str, Any]] = {}
     for model in args.models.split(","):
         for threads in map(int, args.threads.split(",")):
             for batch in map(int, args.batch_sizes.split(",")):

@@ -251,8 +251,9 @@ def describe(params: SurrogateParams, stats: dict[str, Any]) -> list[str]:
         f"batch size(s) {batches}: " + (f"gradient noise scale fitted, {params.noise_batch:.0f} examples, curve stated "
                                         f"at batch {params.ref_batch:.0f}" if stats["noise_batch_fitted"] else
                                         "one batch size, so no batch-size effect fitted (the curve holds at it)"),
-        f"diverge_lr {params.diverge_lr:.3g} " + ("fitted (trials above it did not learn)" if stats["diverge_identified"]
-                                                  else "not shown by the data (kept at or above every lr that trained)"),
+        f"diverge_lr {params.diverge_lr:.3g} "
+        + ("fitted (trials above it did not learn)" if stats["diverge_identified"]
+           else "not shown by the data (kept at or above every lr that trained)"),
         f"evaluation noise {params.noise_std:.4f} from {stats['noise_pairs']} consecutive evaluations of one trial",
     ]
 

@@ -137,5 +137,6 @@ def probe(model_name: str, num_classes: int, batch: int, steps: int, warmup: int
     opt.load_state_dict(state["opt"])
     load_s = time.perf_counter() - t0
     name = torch.cuda.get_device_name(dev) if dev.type == "cuda" else f"cpu ({os.cpu_count()} cores visible)"
-    return asdict(ProbeResult(times, eval_s, save_s, load_s, size_mb, socket.gethostname(), name, torch.get_num_threads(), build_s,
-                             sum(p.numel() for p in model.parameters() if p.requires_grad)))
+    return asdict(ProbeResult(times, eval_s, save_s, load_s, size_mb, socket.gethostname(), name,
+                              torch.get_num_threads(), build_s,
+                              sum(p.numel() for p in model.parameters() if p.requires_grad)))

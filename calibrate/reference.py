@@ -45,7 +45,8 @@ GPU_START_S = 5.0  # assumed: Ray actor start, CUDA context, model build
 CPU_START_S = 2.0  # assumed: Ray actor start, model build
 
 
-def gavel_models(path: Path, measured: dict[str, dict[str, float]]) -> tuple[dict[str, dict[str, dict[str, Any]]], list[dict[str, Any]]]:
+def gavel_models(path: Path, measured: dict[str, dict[str, float]]
+                 ) -> tuple[dict[str, dict[str, dict[str, Any]]], list[dict[str, Any]]]:
     """Fit GPU device models from the single-GPU rows of a Gavel throughput CSV.
 
     Args:
@@ -61,7 +62,7 @@ def gavel_models(path: Path, measured: dict[str, dict[str, float]]) -> tuple[dic
             continue
         single[(model, row["gpu"])].append((int(row["batch_size"]), 1.0 / sps))
     models: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
-    samples = []
+    samples: list[dict[str, Any]] = []
     for (model, gpu), pts in sorted(single.items()):
         pts.sort()
         fit = fit_step_time([b for b, _ in pts], [t for _, t in pts])
@@ -88,7 +89,7 @@ def cpu_models(timings: dict[str, Any]) -> tuple[dict[str, dict[str, dict[str, A
         model, threads, batch = key.split("/")
         by[(model, int(threads))].append((int(batch), v))
     models: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
-    samples = []
+    samples: list[dict[str, Any]] = []
     for model in sorted({m for m, _ in by}):
         two = sorted(by[(model, 2)])
         one = dict(by[(model, 1)])
@@ -111,9 +112,9 @@ def cpu_models(timings: dict[str, Any]) -> tuple[dict[str, dict[str, dict[str, A
                                          alpha_s=round(models[model]["cpu-fast"]["alpha_s"] * 3, 6),
                                          beta_s_per_sample=round(models[model]["cpu-fast"]["beta_s_per_sample"] * 3, 8),
                                          eval_s=round(base["eval_s"] * _one_core(base) * 3, 3))
-        for threads in (1, 2):
-            samples.extend({"model": model, "device": f"cpu@{threads}", "batch": b, "step_time_s": round(v["step"], 6)}
-                           for b, v in sorted(by[(model, threads)]))
+        for n_threads in (1, 2):
+            samples.extend({"model": model, "device": f"cpu@{n_threads}", "batch": b,
+                            "step_time_s": round(v["step"], 6)} for b, v in sorted(by[(model, n_threads)]))
     return models, samples
 
 
@@ -160,7 +161,10 @@ def main() -> None:
         "models": models,
         "samples": gpu_samples + cpu_samples,
     }
-    atomic_write_toml(args.out, data, header="Step-time models read by the simulator; built by `python -m hetune.calibrate.reference` (see its docstring).\nA calibration measured on your own hardware (`hetune calibrate`) always takes precedence over this file.")
+    atomic_write_toml(args.out, data, header=(
+        "Step-time models read by the simulator; built by `python -m hetune.calibrate.reference` (see its "
+        "docstring).\nA calibration measured on your own hardware (`hetune calibrate`) always takes precedence "
+        "over this file."))
 
 
 if __name__ == "__main__":

@@ -262,7 +262,7 @@ def _scaling_cells(cluster: ClusterConfig, targets: list[DeviceTarget],
     because threads pay off less on small batches (the fidelity benchmark's fused 2-core worker:
     1.9x at batch 16, 1.2x at batch 8) and the experiment's batch is one of those asked for.
     Sample device: "<type>@<threads>"."""
-    out = []
+    out: list[Any] = []
     for t in targets:
         if t.kind != DeviceKind.CPU:
             continue
@@ -328,7 +328,8 @@ def _write(req: CalibrateRequest, samples: list[Sample], extras_raw: dict[tuple[
     for key, rows in extras_raw.items():
         model, device = key
         ex: dict[str, Any] = {k: statistics.median(r[k] for r in rows)
-                              for k in ("eval_s", "checkpoint_mb", "save_s", "load_s", "start_overhead_s", "gradient_mb")}
+                              for k in ("eval_s", "checkpoint_mb", "save_s", "load_s", "start_overhead_s",
+                                        "gradient_mb")}
         ex["stem"] = req.stem
         ex.update((overheads or {}).get(key, {}))  # what a Tune trial pays, measured through Tune
         if rows[0]["kind"] == DeviceKind.CPU:

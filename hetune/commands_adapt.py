@@ -4,17 +4,15 @@ from __future__ import annotations
 
 import argparse
 import math
-import sys
 from pathlib import Path
 
-from hetune.common import add_force_option, add_set_option, positive
+from hetune.common import add_force_option, add_set_option, positive, progress_bar
 from hetune.sim.outdir import claim_file, claim_folder
 from hetune.sim.errors import ConfigError
 
 
 def cmd_adapt_build(args: argparse.Namespace) -> int:
     """Train every action sequence of a scenario for real and write its table (CSV)."""
-    from tqdm import tqdm
 
     from hetune.adapt.clock import read_clock
     from hetune.adapt.scenario import load_scenario
@@ -24,7 +22,7 @@ def cmd_adapt_build(args: argparse.Namespace) -> int:
     scenario = load_scenario(args.experiment, args.overrides)
     claim_file(Path(args.out), keep=args.resume, force=args.force)
     clock = read_clock(scenario, args.clock) if args.clock else None
-    bar = tqdm(total=64 * args.repeats, unit="seq", file=sys.stderr, disable=args.quiet, desc=scenario.name)
+    bar = progress_bar(args.quiet, total=64 * args.repeats, unit="seq", desc=scenario.name)
 
     def progress(done: int, total: int) -> None:
         bar.total = total  # fewer than 64 x repeats when resuming
@@ -35,7 +33,8 @@ def cmd_adapt_build(args: argparse.Namespace) -> int:
                        resume=args.resume, clock=clock)
     bar.close()
     best = max(rows, key=lambda r: r["acc"])
-    print(f"{scenario.name}: 64 sequences, best {best['a1']}{best['a2']}{best['a3']} acc {best['acc']:.3f} -> {args.out}")
+    print(f"{scenario.name}: 64 sequences, best {best['a1']}{best['a2']}{best['a3']} acc {best['acc']:.3f} "
+          f"-> {args.out}")
     return 0
 
 
@@ -94,7 +93,6 @@ def cmd_adapt_learn(args: argparse.Namespace) -> int:
 def cmd_adapt_generalise(args: argparse.Namespace) -> int:
     """Leave-one-out or transfer over tables: learn policies, play them where they did not learn, report
     each pick against the pooled-lookup baseline."""
-    from tqdm import tqdm
 
     from hetune.adapt import evaluation
     from hetune.adapt.tables import read_table
@@ -112,7 +110,7 @@ def cmd_adapt_generalise(args: argparse.Namespace) -> int:
     tables = [read_table(t, args.model) for t in args.inputs]
     if args.out:
         claim_file(Path(args.out), force=args.force, keep_flags="")
-    bar = tqdm(total=len(tables) * args.seeds, unit="policy", file=sys.stderr, disable=args.quiet, desc=flag[2:])
+    bar = progress_bar(args.quiet, total=len(tables) * args.seeds, unit="policy", desc=flag[2:])
 
     def progress(done: int, total: int) -> None:
         bar.n = done
@@ -126,7 +124,8 @@ def cmd_adapt_generalise(args: argparse.Namespace) -> int:
         print(line)
     print(f"{flag[2:]}: {summary['picks']} picks; mean regret {summary['policy_mean_regret_points']:.2f} points "
           f"(mean rank {summary['policy_mean_rank']:.1f}, {summary['policy_within_noise']} within noise) against "
-          f"the pooled lookup's {summary['lookup_mean_regret_points']:.2f} (mean rank {summary['lookup_mean_rank']:.1f}, "
+          f"the pooled lookup's {summary['lookup_mean_regret_points']:.2f} "
+          f"(mean rank {summary['lookup_mean_rank']:.1f}, "
           f"{summary['lookup_within_noise']} within noise): "
           f"{'no worse' if summary['no_worse_than_lookup'] else 'worse'} than the lookup")
     if args.out:

@@ -8,14 +8,13 @@ from pathlib import Path
 from typing import Any
 
 from hetune.common import (add_force_option, add_set_option, add_size_option, int_list, positive, require_torch,
-                           shipped)
+                           progress_bar, shipped)
 from hetune.sim.outdir import claim_file, claim_folder
 from hetune.sim.errors import ConfigError
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
     """Measure step times through Ray, fit them and write a calibration TOML."""
-    from tqdm import tqdm
 
     from hetune.calibrate.runner import CalibrateRequest, run_calibration
 
@@ -30,7 +29,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
     def progress(desc: str, done: int, total: int) -> None:
         if not bars:
-            bars.append(tqdm(total=total, unit="cell", file=sys.stderr, disable=args.quiet))
+            bars.append(progress_bar(args.quiet, total=total, unit="cell"))
         bars[0].n = done
         bars[0].set_description(desc)
         bars[0].refresh()
@@ -137,7 +136,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
 def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     """Add calibrate, calibrate-curves, validate and compare to the parser."""
     p = sub.add_parser("calibrate", help="measure step times through Ray and fit the simulator's models")
-    p.add_argument("--cluster", default=str(shipped("clusters/local.toml")), help="cluster config naming the device types")
+    p.add_argument("--cluster", default=str(shipped("clusters/local.toml")),
+                   help="cluster config naming the device types")
     p.add_argument("--models", default="resnet18", help="comma-separated: resnet18 (CIFAR-10), resnet50 (CIFAR-100)")
     p.add_argument("--batch-sizes", type=int_list, default=[32, 64, 128, 256])
     p.add_argument("--holdout", type=int_list, default=[], help="batch sizes measured only to check the fit")
@@ -182,8 +182,9 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
     p.add_argument("--quiet", action="store_true", help="no status tables")
     p.add_argument("--repeat", type=int, default=1, help="run N times (seeds seed..seed+N-1); writes repeats.json")
     p.add_argument("--resume", action="store_true", help="continue an interrupted run in --out (Tuner.restore)")
-    p.add_argument("--plain", action="store_true", help="tune-default only: Ray Tune's own PBT scheduling, no "
-                                                        "strategy adapter (the reference for the simulator's model of Ray)")
+    p.add_argument("--plain", action="store_true",
+                   help="tune-default only: Ray Tune's own PBT scheduling, no strategy adapter (the reference "
+                        "for the simulator's model of Ray)")
     add_force_option(p, "run")
     add_size_option(p)
     add_set_option(p)

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 from typing import Any
 
-from hetune.common import add_force_option, add_set_option, add_size_option, default_experiment, positive
+from hetune.common import add_force_option, add_set_option, add_size_option, default_experiment, positive, progress_bar
 from hetune.sim.size import check_size
 from hetune.sim.errors import ConfigError, RunFailed
 from hetune.sim.learning import LearningModelFailed
@@ -58,7 +57,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
             write_snapshot(out, inputs, strategy, seed, frozen="with the partial events of a failed run")
             atomic_write_text(out / "events.partial.jsonl", dumps(events))
-            raise RunFailed(f"{exc}; the {len(events)} events before it are in {out / 'events.partial.jsonl'}") from None
+            raise RunFailed(f"{exc}; the {len(events)} events before it are in "
+                            f"{out / 'events.partial.jsonl'}") from None
         raise
     summary = write_run(out, inputs, result.events, strategy, seed,
                         extra={"replay_of": str(Path(args.replay).resolve())} if args.replay else None)
@@ -71,7 +71,6 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
 def cmd_sweep(args: argparse.Namespace) -> int:
     """Simulate strategies x seeds, write the sweep folder and print the ranking."""
-    from tqdm import tqdm
 
     from hetune.sim import strategies
     from hetune.sim.loader import load_inputs
@@ -81,7 +80,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
     positive(args.seeds, "--seeds")
     positive(args.jobs, "--jobs")
-    names = strategies.names() if args.strategies == "all" else [s.strip() for s in args.strategies.split(",") if s.strip()]
+    names = (strategies.names() if args.strategies == "all"
+             else [s.strip() for s in args.strategies.split(",") if s.strip()])
     for n in names:
         strategies.get_class(n, "--strategies")
     inputs = load_inputs(args.experiment, args.overrides)
@@ -96,8 +96,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         executor: Any = RayExecutor(args.address)
     else:
         executor = LocalExecutor(args.jobs)
-    bar = tqdm(total=len(names) * args.seeds * max(1, args.sensitivity), desc=kind, unit="run", file=sys.stderr,
-               disable=args.quiet)
+    bar = progress_bar(args.quiet, total=len(names) * args.seeds * max(1, args.sensitivity), desc=kind, unit="run")
 
     def progress(done: int, total: int) -> None:
         bar.n = done

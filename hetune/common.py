@@ -4,11 +4,20 @@ from __future__ import annotations
 
 import argparse
 import importlib.resources
+import sys
 from pathlib import Path
+from typing import Any
 
 from hetune.sim.errors import ConfigError
 
 DEFAULT_EXPERIMENT_NAME = "experiments/pbt-resnet18-cifar10.toml"
+
+
+def progress_bar(quiet: bool, **kwargs: Any) -> Any:
+    """A tqdm bar on stderr, drawn only when stderr is a terminal (a log file gets no frames) and not ``quiet``."""
+    from tqdm import tqdm
+
+    return tqdm(file=sys.stderr, disable=quiet or not sys.stderr.isatty(), **kwargs)
 
 
 def shipped(relpath: str = "") -> Path:

@@ -55,8 +55,8 @@ def plot_one(path: Path, out: Path, pdf: bool) -> list[Path]:
         events = read_events(path / "events.jsonl")
         if not events:
             raise ConfigError(str(path / "events.jsonl"), "", "no events")
-        for fn in RUN_FIGURES:
-            made += fn(events, out, label, pdf)
+        for run_fn in RUN_FIGURES:
+            made += run_fn(events, out, label, pdf)
         if (path / "fidelity.json").is_file() and (path / "sim-events.jsonl").is_file():
             fid = json.loads((path / "fidelity.json").read_text())
             made += fidelity(events, read_events(path / "sim-events.jsonl"), fid, out, label, pdf)
@@ -67,7 +67,8 @@ def plot_one(path: Path, out: Path, pdf: bool) -> list[Path]:
         made += adaptation(json.loads((path / "history.json").read_text()),
                            json.loads(evals.read_text()) if evals.is_file() else [], out, label, pdf)
     if not recognised:
-        raise ConfigError(str(path), "", "no recognisable results (expected events.jsonl, sweep.csv, policy.json or a calibration .toml)")
+        raise ConfigError(str(path), "", "no recognisable results (expected events.jsonl, sweep.csv, policy.json "
+                          "or a calibration .toml)")
     return made
 
 

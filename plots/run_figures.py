@@ -51,7 +51,8 @@ def timeline(events: list[dict[str, Any]], out: Path, label: str, pdf: bool = Fa
             ax.plot([e["t"]], [row[e["worker"]]], marker="|", color="black", markersize=8)
     ax.set_yticks(range(len(workers)), [f"{d} {n} #{w}" for w, d, n in workers], fontsize=6)
     ax.invert_yaxis()
-    ax.set_xlabel("time since start (s); bars: trials by colour, hatched: start/restore/checkpoint, x: exploit, |: released")
+    ax.set_xlabel("time since start (s); bars: trials by colour, hatched: start/restore/checkpoint, x: exploit, "
+                  "|: released")
     ax.set_title(f"Timeline: {label}")
     if ex:
         ax.legend(loc="lower right", fontsize=7)
@@ -118,15 +119,16 @@ def population(events: list[dict[str, Any]], out: Path, label: str, pdf: bool = 
         segs = lineage(events, best)
         times = sorted({e["t"] for e in events if e["kind"] in ("chunk", "explore", "trial_start")})
         for k, (ax2, key) in enumerate(((axes[1][0], "lr"), (axes[1][1], "momentum"))):
-            xs, ys = [], []
+            hx: list[float] = []
+            hy: list[float] = []
             for trial, t0, t1 in segs:
                 for t in times:
                     if t0 <= t <= t1:
                         v = config_at(events, trial, t).get(key)
                         if v is not None:
-                            xs.append(t)
-                            ys.append(v)
-            ax2.step(xs, ys, where="post", color="black")
+                            hx.append(t)
+                            hy.append(v)
+            ax2.step(hx, hy, where="post", color="black")
             ax2.set_xlabel("time since start (s)")
             ax2.set_ylabel(key)
             if key == "lr":

@@ -36,7 +36,8 @@ def strategy_comparison(rows: list[dict[str, Any]], out: Path, label: str, pdf: 
             missed = len(vals) - len(finite)
             data.append(finite or [np.nan])
             names.append(s + (f"\n({missed} missed)" if missed else ""))
-        bp = ax.boxplot(data, orientation="horizontal", patch_artist=True, medianprops={"color": "black", "linewidth": 2})
+        bp = ax.boxplot(data, orientation="horizontal", patch_artist=True,
+                        medianprops={"color": "black", "linewidth": 2})
         for patch, (gray, hatch, _, _) in zip(bp["boxes"], styles()):
             patch.set_facecolor(gray)
             patch.set_hatch(hatch)

@@ -34,7 +34,7 @@ class PruneCheckpoints(Callback):
             keep.add(_path(getattr(t, "checkpoint", None)))
         for owner, state in getattr(self.pbt, "_trial_state", {}).items():  # no public getter in Ray 2.60
             held = getattr(state, "last_checkpoint", None)
-            if hasattr(held, "resolve"):  # a save PBT scheduled: its folder is known once it is done
+            if held is not None and hasattr(held, "resolve"):  # a save PBT scheduled: known once it is done
                 done = held.resolve(block=False)
                 if done is None:
                     if owner is trial:

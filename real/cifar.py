@@ -77,7 +77,7 @@ def write_synthetic(data_dir: str | Path, dataset: str = "cifar10", train: int =
 
     def make(n: int) -> dict:
         labels = rng.integers(0, classes, n)
-        x = rng.integers(0, 96, (n, 3, 32, 32)).astype(np.int64)
+        x: np.ndarray = rng.integers(0, 96, (n, 3, 32, 32)).astype(np.int64)
         for c in range(classes):
             m = labels == c
             x[m, c % 3] += int(signal * (80 + 10 * (c // 3)))  # class-dependent colour

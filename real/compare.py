@@ -81,7 +81,8 @@ def compare(run_dir: Path, overrides: list[str] | None = None) -> dict[str, Any]
     sim = summarize(sim_events, target, prices(inputs), *budget)
     # Replay: the real population's accuracies and decisions, re-timed by the simulator, so the
     # error left is timing alone; the plain simulation adds population-dynamics error.
-    replay_events = simulate(inputs, inputs.make_strategy(strategy), seed, ReplayPopulation(real_events, str(run_dir))).events
+    replay_events = simulate(inputs, inputs.make_strategy(strategy), seed,
+                             ReplayPopulation(real_events, str(run_dir))).events
     replay = summarize(replay_events, target, prices(inputs), *budget)
     real_spi, sim_spi = seconds_per_iteration(real_events), seconds_per_iteration(sim_events)
     ran_on = _run_host(run_dir)
@@ -234,7 +235,8 @@ def format_fidelity(f: dict[str, Any]) -> str:
         lines.append(f"share of iterations on {d}: real {v['real']:.0%}, sim {v['sim']:.0%}")
     if "decisions" in f:
         dr, ds = f["decisions"]["real"], f["decisions"]["sim"]
-        lines.append(f"decisions: real {dr['run']} run / {dr['retire']} retire, sim {ds['run']} run / {ds['retire']} retire")
+        lines.append(f"decisions: real {dr['run']} run / {dr['retire']} retire, "
+                     f"sim {ds['run']} run / {ds['retire']} retire")
     if "faults" in f:
         x = f["faults"]
         lines.append(f"faults: failures real {x['failures']['real']}, sim {x['failures']['sim']}; lost iterations "

@@ -126,7 +126,7 @@ class ModelTrainable(tune.Trainable):
         (Path(checkpoint_dir) / "meta.json").write_text(json.dumps({"save_s": time.perf_counter() - t0,
                                                                      "step": self.n, "wall_time": time.time()}))
 
-    def load_checkpoint(self, checkpoint_dir: str) -> None:
+    def load_checkpoint(self, checkpoint_dir: str) -> None:  # type: ignore[override]  # Ray passes the folder save_checkpoint wrote (its hint says dict)
         t0 = time.perf_counter()
         with open(Path(checkpoint_dir) / "state.pkl", "rb") as fh:
             saved = pickle.load(fh)

@@ -33,7 +33,7 @@ import logging
 import random
 from dataclasses import dataclass, field
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from ray.tune.experiment import Trial as TuneTrial
@@ -77,6 +77,8 @@ class StandInTrial:
         self.time_total_s = 0.0
         self.accuracy = 0.0
         self.started = False
+        self.save_asked = False  # PBT asked for a save at the result being processed
+        self.restore_s = 0.0  # seconds its next restore takes (copy and load), once its actor is up
         self.slot: Worker | None = None
         self.version = 0  # bumped when the trial leaves its slot: its scheduled result is void
 
@@ -131,7 +133,7 @@ class StandInController:
     def __init__(self, inputs: RunInputs, seed: int, pbt: PopulationBasedTraining) -> None:
         sim = Simulation(inputs, inputs.make_strategy("tune-default"), seed)
         self.sim = sim
-        self.model = sim.model.model  # the learning model (SurrogatePopulation.model)
+        self.model = cast(Any, sim.model).model  # the learning model (SurrogatePopulation.model)
         self.info = inputs.experiment.experiment
         self.budget_mode = self.info.budget_mode
         self.pbt = pbt
@@ -145,7 +147,12 @@ class StandInController:
         self._seq = 0
         self.out = StandInRun()
         for st in self.trials:
-            pbt.on_trial_add(self, st)
+            pbt.on_trial_add(self._as_tune, cast(Any, st))
+
+    @property
+    def _as_tune(self) -> Any:
+        """This controller where Ray's type hints say TuneController: PBT calls only what it defines."""
+        return self
 
     # --------------------------------------------------------- what PBT calls
     def get_trials(self) -> list[StandInTrial]:
@@ -193,7 +200,7 @@ class StandInController:
     def _fill(self) -> None:
         """Tune's ``_maybe_add_actors``: the scheduler's pick first, then never-started trials in order."""
         while self.free:
-            t = self.pbt.choose_trial_to_run(self)
+            t = cast(StandInTrial | None, self.pbt.choose_trial_to_run(self._as_tune))
             if t is None or t.index in self.staged:
                 break
             self._stage(t)
@@ -225,6 +232,7 @@ class StandInController:
         delay = 0.0
         if t.started:
             ck = t.checkpoint
+            assert ck is not None
             t.state, t.pending, t.n = ck.state, 0, ck.iteration
             t.time_total_s, t.accuracy = ck.time_total_s, ck.accuracy
             delay = t.restore_s
@@ -265,7 +273,7 @@ class StandInController:
             self._leave(t, 0.0)
             return
         t.save_asked = False
-        decision = self.pbt.on_trial_result(self, t, result)
+        decision = self.pbt.on_trial_result(self._as_tune, cast(Any, t), result)
         t.last_result = result
         self.out.exploits = self.pbt._num_perturbations
         saves = t.save_asked or t.n % self.info.checkpoint_interval == 0
@@ -274,7 +282,7 @@ class StandInController:
             self.out.pauses += 1
             self.pause_trial(t, should_checkpoint=True)
             self._leave(t, save_s)
-        elif t.status == TuneTrial.PAUSED:  # PBT paused it to exploit (no save): it restarts from the donor's checkpoint
+        elif t.status == TuneTrial.PAUSED:  # paused by PBT's exploit (no save): restarts from the donor's checkpoint
             self._leave(t, 0.0)
         else:
             self._push(self.now + save_s + self._step_s(t), "result", t.index, t.version)

@@ -46,7 +46,7 @@ def _enable_token_mode() -> None:
     Ray's cached configuration and token (read when ray was imported) refreshed."""
     os.environ["RAY_AUTH_MODE"] = "token"
     try:
-        from ray._raylet import AuthenticationTokenLoader, Config
+        from ray._raylet import AuthenticationTokenLoader, Config  # type: ignore[attr-defined]  # Ray's C++ layer, no stubs
     except ImportError:  # a Ray without token authentication
         return
     Config.initialize("")

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from ray.tune import Callback
 from ray.tune.schedulers import PopulationBasedTraining
@@ -271,7 +271,7 @@ class RecordingPBT(PopulationBasedTraining):
         st = log.state.setdefault(i, {"iteration": 0, "accuracy": None, "started": True})
         donor_state = self._trial_state[trial_to_clone]
         # The checkpoint PBT kept at the donor's last perturbation point, where last_result was set
-        donor_iter = int((donor_state.last_result or {}).get("step", 0))
+        donor_iter = int(cast(Any, (donor_state.last_result or {}).get("step", 0)))
         old = _hp(trial.config)
         log.emit(log.now(), "exploit", i, st, donor=d, donor_iteration=donor_iter, duration_s=0.0, load_s=0.0,
                  copy_s=0.0)

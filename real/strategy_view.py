@@ -8,7 +8,7 @@ known by their creation index. Orderings use the simulator's own sort keys (sim.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Sequence
 
 from hetune.sim.cluster import WorkerSpec
 from hetune.sim.enums import DeviceKind, TrialStatus
@@ -124,7 +124,8 @@ class TuneView:
     def peek(self, ordering: Ordering, skip: set[int] | None = None) -> TrialState | None:
         runnable = [t for t in self._trials.values()
                     if t.status.runnable and not (skip and t.id in skip)]
-        return min(runnable, key=self._keys[Ordering(ordering)], default=None)
+        key: Any = self._keys[Ordering(ordering)]  # typed for the simulator's trials; TrialState has the same fields
+        return min(runnable, key=key, default=None)
 
     def fastest_step_time_s(self) -> float:
         return min(s.step_time_s for s in self._slots)
@@ -132,7 +133,7 @@ class TuneView:
     def at_perturbation_point(self, trial: int) -> bool:
         return self._trials[trial].iteration % self._interval == 0
 
-    def starting(self) -> list[TrialState]:
+    def starting(self) -> Sequence[TrialState]:
         # The adapter decides every pause itself (StrategyScheduler.on_trial_result), so a trial whose
         # actor is starting does not make it pause another: nothing is starting as far as a strategy knows.
         return []

@@ -102,7 +102,7 @@ class PBTTrainable(tune.Trainable):
         (Path(checkpoint_dir) / "meta.json").write_text(json.dumps({"save_s": save_s, "step": self.n,
                                                                      "wall_time": time.time()}))
 
-    def load_checkpoint(self, checkpoint_dir: str) -> None:
+    def load_checkpoint(self, checkpoint_dir: str) -> None:  # type: ignore[override]  # Ray passes the folder save_checkpoint wrote (its hint says dict)
         t0 = time.perf_counter()
         state = torch.load(Path(checkpoint_dir) / "state.pt", weights_only=False, map_location=self.dev)
         self.net.load_state_dict(state["model"])

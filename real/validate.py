@@ -15,7 +15,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from hetune.real.ray_init import TuneOutput
 from hetune.sim import strategies as strategy_registry
@@ -61,7 +61,8 @@ def _check_slots(ray: Any, slots: dict[str, dict[str, float]], strategy: str) ->
         node, res = next(iter(sorted(missing.items())))
         raise ConfigError("--address", "", f"{strategy} places trials on {sum(len(r) for r in slots.values())} "
                           f"worker slots, and {len(missing)} node(s) lack theirs: start node {node} with "
-                          f"ray start --resources '{json.dumps(res)}' (every node's line: hetune slots EXP --strategy {strategy})")
+                          f"ray start --resources '{json.dumps(res)}' (every node's line: "
+                          f"hetune slots EXP --strategy {strategy})")
 
 
 def _faults(inputs: RunInputs, emulated: Any, log: Any, seed: int, resume: bool) -> list[Any]:
@@ -105,11 +106,12 @@ def _start_ray(inputs: RunInputs, address: str, storage: Path, shared: bool,
     token_auth_as_ray_init_does()
     with quiet_logger("ray._private.utils"):  # "Overwriting previous Ray address" of another instance
         c = Cluster(initialize_head=True, head_node_args={"num_cpus": 0})
-    c.hetune_nodes = {}  # node name -> (handle, add_node arguments): what a simulated fault removes and re-adds
+    nodes: dict[str, tuple[Any, dict[str, Any]]] = {}
+    c.hetune_nodes = nodes  # type: ignore[attr-defined]  # node name -> (handle, add_node arguments): what a fault removes and re-adds
     for name, g in cluster.node_names():
-        args = {"num_cpus": g.cpus, "resources": {f"device:{g.device}": float(g.cpu_workers()),
+        args: dict[str, Any] = {"num_cpus": g.cpus, "resources": {f"device:{g.device}": float(g.cpu_workers()),
                                                   f"hetune-node:{name}": 1.0, **(slots or {}).get(name, {})}}
-        c.hetune_nodes[name] = (c.add_node(**args), args)
+        nodes[name] = (c.add_node(**args), args)
     ray = init_ray(c.address, own=True)
     c.wait_for_nodes()
     return ray, c
@@ -206,7 +208,7 @@ def run_validate(experiment: str, overrides: list[str], strategy: str, out: Path
         param_space: dict[str, Any] = {"trial_index": tune.grid_search(list(range(info.population))),
                                        SETUP_KEY: setup}
         for key in sorted(exp.pbt.mutations):
-            param_space[key] = tune.sample_from(lambda config, k=key: initial[config["trial_index"]][k])
+            param_space[key] = tune.sample_from(lambda config, k=key: initial[config["trial_index"]][k])  # type: ignore[misc]
         journal = out / "events.partial.jsonl"
         if not resume:
             journal.unlink(missing_ok=True)
@@ -246,7 +248,7 @@ def run_validate(experiment: str, overrides: list[str], strategy: str, out: Path
                                        param_space=param_space)
             # Tuner.restore brings back the pickled callbacks and scheduler of the first start;
             # ours carry the journaled events, so they replace them.
-            internal = tuner._local_tuner  # no public setter for callbacks on a restored Tuner
+            internal: Any = tuner._local_tuner  # no public setter for callbacks on a restored Tuner
             internal.get_run_config().callbacks = callbacks
             internal._tune_config.scheduler = scheduler
         else:
@@ -266,9 +268,10 @@ def run_validate(experiment: str, overrides: list[str], strategy: str, out: Path
             log.t0 = time.time()  # time 0 of the run: what start_overhead_s is measured from
         with TuneOutput(out / "tune-output.log"):  # Tune's banner and hints stay out of the terminal
             grid = tuner.fit()
-        failed = [r.error for r in grid if r.error is not None]
+        failed = [grid[i].error for i in range(len(grid)) if grid[i].error is not None]
         if failed:  # past max_failures: the run cannot be completed as asked
-            first = str(failed[0]).strip().splitlines()[-1][:200] if str(failed[0]).strip() else type(failed[0]).__name__
+            text = str(failed[0]).strip()
+            first = text.splitlines()[-1][:200] if text else type(failed[0]).__name__
             raise RunFailed(f"{len(failed)} trial(s) failed more than experiment.max_failures "
                             f"({info.max_failures}) times; the last error: {first}; the events so far are in {journal}")
         finished = {e["trial"] for e in log.events if e["kind"] == "stop"}
@@ -309,7 +312,7 @@ class _Stop:
         self.stop_iterations = stop_iterations
         self.target_accuracy = target_accuracy
 
-    def __call__(self, trial_id: str, result: dict[str, Any]) -> bool:
+    def __call__(self, trial_id: str, result: Mapping[str, Any]) -> bool:
         return (result.get("step", 0) >= self.stop_iterations
                 or result.get("accuracy", 0.0) >= self.target_accuracy)
 

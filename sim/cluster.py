@@ -113,7 +113,8 @@ class ClusterConfig:
         seen: set[str] = set()
         for i, n in enumerate(self.nodes):
             if n.device not in self.devices:
-                yield f"nodes[{i}].device", f"unknown device type {n.device!r} (declared: {', '.join(sorted(self.devices))})"
+                yield (f"nodes[{i}].device",
+                       f"unknown device type {n.device!r} (declared: {', '.join(sorted(self.devices))})")
             elif (gpu := self.device_kind(n.device) is DeviceKind.GPU) and n.gpus < 1:
                 yield f"nodes[{i}].gpus", f"a node of GPU type {n.device!r} needs gpus >= 1"
             elif gpu and n.gpus > 1 and self.devices[n.device].link_gbps <= 0:

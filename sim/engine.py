@@ -4,8 +4,8 @@ Timing charged per chunk (seconds, from the calibration of the worker's device t
 
 - first start of a trial: ``start_overhead_s``;
 - resume on a worker that does not hold the trial in memory:
-  ``resume_s (or start_overhead_s where not measured) + copy_s + load_s``, where ``copy_s = checkpoint_mb * 8 / 1000 / network_gbps``
-  when the checkpoint lies on another node, else 0;
+  ``resume_s (or start_overhead_s where not measured) + copy_s + load_s``, where
+  ``copy_s = checkpoint_mb * 8 / 1000 / network_gbps`` when the checkpoint lies on another node, else 0;
 - compute: ``iterations * step_time_s``, plus one evaluation (``eval_s`` scaled to the worker's
   devices or cores like a step's compute, times ``eval_samples / 10,000``) when the chunk ends
   where the real trainable evaluates (a multiple of ``checkpoint_interval``, or the last iteration);
@@ -93,7 +93,8 @@ class Simulation(ExploitSteps, FaultSteps):
         self.ranking = Ranking(self.pbt.mode)
         self.workers = self._make_workers()
         if not self.workers:
-            raise SimulationError(f"strategy {strategy.name!r} carved no workers from cluster {inputs.cluster.cluster.name!r}")
+            raise SimulationError(f"strategy {strategy.name!r} carved no workers from cluster "
+                                  f"{inputs.cluster.cluster.name!r}")
         self.fastest_step = min(w.step_time_s for w in self.workers)
         self.copy_bandwidth_mb_s = inputs.cluster.cluster.network_gbps * 1000.0 / 8.0
         self.view = EngineView(self)
@@ -269,9 +270,13 @@ class Simulation(ExploitSteps, FaultSteps):
                 assert t.ckpt is not None
                 copy_s = self._copy_s(dm, t.ckpt.node, w.node)
                 dur = dm.restart_s + copy_s + dm.load_s
-                yield self.env.timeout(dm.restart_s)
-                self._started(t)
-                yield self.env.timeout(copy_s + dm.load_s)
+                if self.strategy.asks_when_started:  # it is up after restart_s, then restores
+                    yield self.env.timeout(dm.restart_s)
+                    self._started(t)
+                    yield self.env.timeout(copy_s + dm.load_s)
+                else:  # one timeout, so that the order of simultaneous events stays as it always was
+                    yield self.env.timeout(dur)
+                    self._started(t)
                 self._emit("resume", t, w, duration_s=dur, load_s=dm.load_s, copy_s=copy_s)
             t.resident = w
             w.resident = t

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 
 def one_line(text: str) -> str:
@@ -34,6 +35,8 @@ class ConfigError(Exception):
 
 class RunFailed(Exception):
     """A run could not finish (e.g. a real trial failed more often than max_failures): one line, exit status 1."""
+
+    events: list[dict[str, Any]] | None = None  # what happened before, where the failing run recorded it
 
 
 class WriteFailed(Exception):

@@ -157,6 +157,18 @@ class FaultSteps:
     workers: list[Worker]
     _idle: dict[int, Worker]
     _procs: dict[int, Any]
+    if TYPE_CHECKING:  # the rest of Simulation's state and steps that these read and call
+        trials: list[Trial]
+        unfinished: int
+        remaining: int
+        starting: set[int]
+        info: Any
+        model: Any
+
+        def _emit(self, kind: str, trial: Trial | None = None, worker: Worker | None = None, **extra: Any) -> None: ...
+        def _dispatch(self) -> None: ...
+        def _stop(self, t: Trial, w: Worker, reason: str) -> None: ...
+        def _make_runnable(self, t: Trial) -> None: ...
 
     def _start_faults(self, faults: FaultsConfig, cluster: "ClusterConfig", seed: int) -> None:
         self._trial_failures: dict[int, int] = {}

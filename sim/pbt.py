@@ -35,7 +35,8 @@ def sample_config(mutations: Mapping[str, Mutation], rng: np.random.Generator) -
     return {k: sample_value(mutations[k], rng) for k in sorted(mutations)}
 
 
-def explore(config: Mapping[str, float], pbt: PBTConfig, rng: np.random.Generator) -> tuple[dict[str, float], dict[str, str]]:
+def explore(config: Mapping[str, float], pbt: PBTConfig,
+            rng: np.random.Generator) -> tuple[dict[str, float], dict[str, str]]:
     """Perturb a configuration as Ray Tune's PBT does.
 
     Args:

@@ -48,7 +48,7 @@ def _p_value(stats: np.ndarray) -> float:
     return float(np.count_nonzero(stats >= stats[0] - 1e-12)) / stats.size
 
 
-def _permutation(a: Sequence[float], b: Sequence[float], permutations: int, seed: int,
+def _permutation(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray, permutations: int, seed: int,
                  statistic: Callable[[np.ndarray, np.ndarray, int, int], np.ndarray]) -> TestResult:
     x = np.r_[np.asarray(a, dtype=float), np.asarray(b, dtype=float)]
     n1, n2 = len(a), len(b)

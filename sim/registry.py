@@ -13,7 +13,8 @@ def add(registry: dict[str, Any], cls: C, what: str) -> C:
     Raises:
         ValueError: the name is empty or taken (a programming error, not input).
     """
-    if not cls.name or cls.name in registry:
-        raise ValueError(f"{what} name {cls.name!r} is empty or taken")
-    registry[cls.name] = cls
+    name = getattr(cls, "name", "")  # every plug-in base class declares ``name: ClassVar[str]``
+    if not name or name in registry:
+        raise ValueError(f"{what} name {name!r} is empty or taken")
+    registry[name] = cls
     return cls

@@ -45,7 +45,7 @@ class ReplayPopulation:
             elif e["kind"] == "chunk" and e["accuracy"] is not None:
                 self.points[(t, segment[t])].append((int(e["iteration"]), float(e["accuracy"])))
             elif e["kind"] == "exploit":
-                rec = {"iteration": int(e["iteration"]), "donor": int(e["donor"]),
+                rec: dict[str, Any] = {"iteration": int(e["iteration"]), "donor": int(e["donor"]),
                        "donor_iteration": int(e["donor_iteration"]), "new_config": None, "operations": {}}
                 self.exploits[t].append(rec)
                 pending_config[t] = rec

@@ -84,7 +84,7 @@ def convert(tp: Any, value: Any, where: str, key: str) -> Any:
             except ConfigError as exc:
                 errors.append(exc)
         raise ConfigError(where, key, f"must be {_type_name(tp)}, got {value!r}")
-    if dataclasses.is_dataclass(tp):
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         if not isinstance(value, Mapping):
             raise ConfigError(where, key, f"must be a table, got {value!r}")
         return from_mapping(tp, value, where, key)
@@ -148,7 +148,7 @@ def from_mapping(cls: type[T], data: Mapping[str, Any], where: str, prefix: str 
     for name, f in fields.items():
         if name in data:
             kwargs[name] = convert(hints[name], data[name], where, _join(prefix, name))
-        elif f.default is _MISSING and f.default_factory is _MISSING:  # type: ignore[misc]
+        elif f.default is _MISSING and f.default_factory is _MISSING:
             raise ConfigError(where, _join(prefix, name), "missing required key")
     obj = cls(**kwargs)
     check = getattr(obj, "check", None)

@@ -58,7 +58,7 @@ def draw_world(inputs: RunInputs, world: int) -> dict[str, Any]:
 def perturb(inputs: RunInputs, f: dict[str, Any]) -> RunInputs:
     """``inputs`` with the calibration, cluster links and surrogate multiplied by world factors ``f``."""
     s = f["scaling"]
-    models = {}
+    models: dict[str, dict[str, Any]] = {}
     for model, rows in inputs.calibration.models.items():
         models[model] = {}
         for d, dm in rows.items():
@@ -148,7 +148,8 @@ def robustness(rows: Sequence[dict[str, Any]], objective: str, baseline: str = "
             b = float(np.median([ttt_sort_key(r["time_to_target_s"]) for r in world[baseline]]))
             for n, rs in world.items():
                 t = float(np.median([ttt_sort_key(r["time_to_target_s"]) for r in rs]))
-                speedups[n].append(b / t if math.isfinite(b) and math.isfinite(t) else (0.0 if math.isfinite(b) else math.nan))
+                speedups[n].append(b / t if math.isfinite(b) and math.isfinite(t)
+                                   else (0.0 if math.isfinite(b) else math.nan))
     out = []
     for n in names:
         sp = [v for v in speedups[n] if not math.isnan(v)]

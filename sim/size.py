@@ -79,6 +79,7 @@ def check_size(inputs: RunInputs, max_events: int, flag: str = "--max-events") -
         raise ConfigError(inputs.source, "", f"too large to simulate: about {est.events:,} events and "
                           f"{est.memory_bytes / 2**30:,.1f} GiB ({info.population:,} trials x "
                           f"{info.stop_iterations:,} iterations, {est.devices:,} devices"
-                          f"{', node failures of [faults]' if inputs.experiment.faults.enabled else ''}), over the limit of "
+                          f"{', node failures of [faults]' if inputs.experiment.faults.enabled else ''}), "
+                          f"over the limit of "
                           f"{max_events:,} events; raise it with {flag} N to run anyway")
     return est

@@ -57,7 +57,8 @@ def run_cell(cell: Cell) -> dict[str, Any]:
 class Executor(Protocol):
     """Runs cells somewhere and yields their results as they finish."""
 
-    def map_unordered(self, fn: Callable[[Cell], dict[str, Any]], cells: Sequence[Cell]) -> Iterator[dict[str, Any]]: ...
+    def map_unordered(self, fn: Callable[[Cell], dict[str, Any]],
+                      cells: Sequence[Cell]) -> Iterator[dict[str, Any]]: ...
 
 
 class LocalExecutor:

@@ -241,10 +241,12 @@ class CalibrationConfig:
         """Look up one model on one device type or raise ConfigError naming the missing key."""
         per_model = self.models.get(model)
         if per_model is None:
-            raise ConfigError(where, f"models.{model}", f"no calibration for model {model!r} (have: {', '.join(sorted(self.models))})")
+            raise ConfigError(where, f"models.{model}",
+                              f"no calibration for model {model!r} (have: {', '.join(sorted(self.models))})")
         dm = per_model.get(device)
         if dm is None:
-            raise ConfigError(where, f"models.{model}.{device}", f"no calibration for device type {device!r} (have: {', '.join(sorted(per_model))})")
+            raise ConfigError(where, f"models.{model}.{device}",
+                              f"no calibration for device type {device!r} (have: {', '.join(sorted(per_model))})")
         return dm
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Sequence
 
 from hetune.sim.runnable import Ordering
 
@@ -30,7 +30,9 @@ class EngineView:
         # With time_attr = time_total_s the interval is seconds: a chunk then runs to the next
         # checkpoint, and the engine ends it early where the trial's seconds reach a perturbation point.
         pbt = self._sim.pbt
-        return pbt.perturbation_interval if pbt.time_attr == "training_iteration" else self._sim.info.checkpoint_interval
+        if pbt.time_attr == "training_iteration":
+            return pbt.perturbation_interval
+        return self._sim.info.checkpoint_interval
 
     def at_perturbation_point(self, trial: int) -> bool:
         return self._sim.trials[trial].at_point
@@ -49,5 +51,5 @@ class EngineView:
     def fastest_step_time_s(self) -> float:
         return self._sim.fastest_step
 
-    def starting(self) -> list[Trial]:
+    def starting(self) -> Sequence[Trial]:
         return [self._sim.trials[t] for t in sorted(self._sim.starting)]

@@ -126,7 +126,8 @@ def test_base_epoch_s_makes_a_table_the_same_on_a_host_twice_as_slow(tmp_path, c
     for name, path, extra in [("fast", fast, []), ("slow", slow, []),
                               ("slow, time_scale", slow, ["--set", "adapt.base_epoch_s=0"])]:
         out = tmp_path / f"{name.replace(', ', '-')}.csv"
-        assert main(["adapt", "build-table", str(scen), "--out", str(out), "--clock", str(path), "--quiet"] + extra) == 0
+        args = ["adapt", "build-table", str(scen), "--out", str(out), "--clock", str(path), "--quiet"]
+        assert main(args + extra) == 0
         tables[name] = read_table(out)
     fast_t, slow_t = tables["fast"], tables["slow"]
     for seq in fast_t.rows:  # the same epochs fit, so the same training: equal times and accuracy

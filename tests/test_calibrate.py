@@ -98,10 +98,12 @@ def test_local_probe_writes_a_file_the_simulator_loads(probed, tmp_path):
 @pytest.mark.torch
 def test_resume_skips_finished_cells(probed):
     tmp, req, out, _, _ = probed
-    before = {(s.device, s.batch): s.step_time_s for s in load_calibration(out).samples if s.ok and s.device.startswith("cpu-")}
+    before = {(s.device, s.batch): s.step_time_s for s in load_calibration(out).samples
+              if s.ok and s.device.startswith("cpu-")}
     req2 = CalibrateRequest(**{**req.__dict__, "batch_sizes": [8, 16, 12], "resume": True, "devices": ["cpu-fast"]})
     run_calibration(req2, report=lambda _: None)
-    after = {(s.device, s.batch): s.step_time_s for s in load_calibration(out).samples if s.ok and s.device.startswith("cpu-")}
+    after = {(s.device, s.batch): s.step_time_s for s in load_calibration(out).samples
+             if s.ok and s.device.startswith("cpu-")}
     assert all(after[k] == v for k, v in before.items() if k[0] == "cpu-fast")  # not re-measured
     assert ("cpu-fast", 12) in after
 
@@ -132,7 +134,8 @@ def test_cpu_types_are_timed_at_other_thread_counts_and_amdahl_is_fitted_from_th
     cluster = tomllib.loads(LOCAL.read_text())
     cluster["nodes"][0].update(cpus=4, worker_cpus=1)
     (tmp_path / "c.toml").write_text(tomli_w.dumps(cluster))
-    targets = [DeviceTarget("cpu-fast", "cpu", {}, 0.0, 1, 1.0, True), DeviceTarget("cpu-slow", "cpu", {}, 0.0, 1, 3.0, True)]
+    targets = [DeviceTarget("cpu-fast", "cpu", {}, 0.0, 1, 1.0, True),
+               DeviceTarget("cpu-slow", "cpu", {}, 0.0, 1, 3.0, True)]
     req = CalibrateRequest(cluster=str(tmp_path / "c.toml"), models=["resnet18"], batch_sizes=[8, 16], steps=1, out="x")
     cells = _scaling_cells(load_cluster(tmp_path / "c.toml"), targets, req)
     # every batch size: cpu-slow's node has 1 core, so only cpu-fast is timed at 4 threads
@@ -151,7 +154,8 @@ def test_under_load_the_other_slots_of_the_emulated_cluster_train():
 
     cluster = load_cluster(REPO / "configs/clusters/fidelity-local.toml")
     # one 1-core cpu-fast cell: the other fast core and both slow cores train
-    assert sorted(load_slots(cluster, "cpu-fast", 1)) == [("cpu-fast", 1, 2.0), ("cpu-slow", 1, 6.0), ("cpu-slow", 1, 6.0)]
+    assert sorted(load_slots(cluster, "cpu-fast", 1)) == [("cpu-fast", 1, 2.0), ("cpu-slow", 1, 6.0),
+                                                          ("cpu-slow", 1, 6.0)]
     # the fused 2-core cell of the fast node leaves the slow node's two workers
     assert load_slots(cluster, "cpu-fast", 2) == [("cpu-slow", 1, 6.0), ("cpu-slow", 1, 6.0)]
     assert sorted(load_slots(cluster, "cpu-slow", 2)) == [("cpu-fast", 1, 2.0), ("cpu-fast", 1, 2.0)]

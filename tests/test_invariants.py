@@ -91,7 +91,8 @@ def test_synch_exploits_only_after_all_trials_reach_the_point(setup):
     assert exploits
     for ex in exploits:
         # every trial had checkpointed iteration 50 before any exploit at 50
-        ck = {e["trial"] for e in res.events if e["kind"] == "checkpoint" and e["iteration"] == 50 and e["t"] <= ex["t"]}
+        ck = {e["trial"] for e in res.events
+              if e["kind"] == "checkpoint" and e["iteration"] == 50 and e["t"] <= ex["t"]}
         assert ck == set(range(6))
 
 

@@ -119,7 +119,8 @@ def test_divergence_follows_from_the_model():
 
 @pytest.mark.parametrize("lr,m", [(0.3, 0.9), (0.05, 0.0), (0.8, 0.5), (1.0, 0.99)] +
                          # critical damping of the flattest and steepest direction: (1 - sqrt(lr h))^2 = m
-                         [(0.1, (1 - np.sqrt(0.1 * h)) ** 2) for h in (NQMParams().curvature_min, NQMParams().curvature_max)])
+                         [(0.1, (1 - np.sqrt(0.1 * h)) ** 2)
+                          for h in (NQMParams().curvature_min, NQMParams().curvature_max)])
 def test_a_chunk_is_exactly_its_iterations_one_by_one(lr, m):
     model = shipped()
     start = model.advance(model.initial_state(np.random.default_rng(0)), {"lr": 0.2, "momentum": 0.9}, 37)
@@ -220,7 +221,8 @@ class _Raises(_Flaky):
         return 0.1
 
 
-@pytest.mark.parametrize("kind,says", [("test-returns-nan", "returned accuracy nan"), ("test-raises", "ZeroDivisionError: boom")])
+@pytest.mark.parametrize("kind,says", [("test-returns-nan", "returned accuracy nan"),
+                                       ("test-raises", "ZeroDivisionError: boom")])
 def test_a_users_model_that_fails_is_named_with_trial_and_iteration(tmp_path, capsys, kind, says):
     out = tmp_path / "run"
     assert main(["simulate", str(EXP), "--set", f'learning.kind="{kind}"', "--out", str(out)]) == 1
@@ -269,7 +271,8 @@ def test_time_attr_time_total_s_perturbs_slow_trials_after_fewer_iterations():
         events = simulate(inputs, inputs.make_strategy("tune-default"), 0).events
         out: dict[str, int] = {}
         for ex in (e for e in events if e["kind"] == "exploit"):
-            ran_on = [c["device"] for c in events if c["kind"] == "chunk" and c["trial"] == ex["trial"] and c["t"] <= ex["t"]]
+            ran_on = [c["device"] for c in events
+                      if c["kind"] == "chunk" and c["trial"] == ex["trial"] and c["t"] <= ex["t"]]
             out[ran_on[-1]] = min(out.get(ran_on[-1], 10**9), ex["iteration"])
         return out
 

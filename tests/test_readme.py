@@ -91,7 +91,8 @@ def test_the_ray_tune_example_runs_as_written(monkeypatch, tmp_path):
     section = ray_doc[ray_doc.index("**Your own Tuner.**"):]
     code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
     code = code.replace("ray.init(", "ray.init(include_dashboard=False, ", 1)
-    code = code.replace("run_config=tune.RunConfig(", f"run_config=tune.RunConfig(storage_path={str(tmp_path)!r}, verbose=0, ", 1)
+    code = code.replace("run_config=tune.RunConfig(",
+                        f"run_config=tune.RunConfig(storage_path={str(tmp_path)!r}, verbose=0, ", 1)
     namespace: dict = {"my_trainable": my_trainable}
     try:
         exec(compile(code, "README.md", "exec"), namespace)

@@ -64,7 +64,8 @@ def test_calibrate_curves_recovers_the_surrogate(tmp_path, capsys):
     for seed in (1, 2):
         out = tmp_path / f"run{seed}"
         assert main(["simulate", str(EXP), "--strategy", "tune-default", "--seed", str(seed), "--out", str(out),
-                     "--set", 'learning.kind="bell"', "--set", "surrogate.noise_std=0.002", "--set", "surrogate.tau_iterations=300",
+                     "--set", 'learning.kind="bell"', "--set", "surrogate.noise_std=0.002",
+                     "--set", "surrogate.tau_iterations=300",
                      "--set", "surrogate.ref_batch=0",  # stated at the run's own batch, as the fit states it
                      "--set", "surrogate.shape=2.0",
                      "--set", "surrogate.max_accuracy=0.9"]) == 0

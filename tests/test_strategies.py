@@ -63,7 +63,8 @@ def test_leader_fusion_others_rank_aware_puts_better_trials_on_the_faster_other_
     """others="rank-aware": the P100s (the faster half of the non-leader workers) take the best-ranked
     trials, so the trials they run are better than under the default least-progressed order."""
     def mean_p100_accuracy(order, seed):
-        inputs = load_inputs(EXP, [f'strategies.leader-fusion.others="{order}"', "strategies.leader-fusion.fuse_workers=0"])
+        inputs = load_inputs(EXP, [f'strategies.leader-fusion.others="{order}"',
+                                   "strategies.leader-fusion.fuse_workers=0"])
         res = simulate(inputs, inputs.make_strategy("leader-fusion"), seed)
         acc = [e["accuracy"] for e in res.events
                if e["kind"] == "chunk" and e["device"] == "p100" and e["accuracy"] is not None]

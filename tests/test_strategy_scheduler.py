@@ -217,8 +217,9 @@ def test_a_resumed_donor_checkpoint_comes_back_with_its_result(tmp_path):
     (tmp_path / "ckpt").mkdir()
     trials = [FakeTrial(i) for i in range(2)]
     pbt = StatefulPBT()
-    make = lambda p: StrategyScheduler(FastestOnly(), WORKERS, lambda d, k: STEP[d], {"slow": "cpu", "fast": "cpu"},
-                                       p, interval=5, mode="max", stop_iterations=10, state_path=tmp_path / "s.pkl")
+    def make(p):
+        return StrategyScheduler(FastestOnly(), WORKERS, lambda d, k: STEP[d], {"slow": "cpu", "fast": "cpu"},
+                                 p, interval=5, mode="max", stop_iterations=10, state_path=tmp_path / "s.pkl")
     sched = make(pbt)
     ctl = FakeController(trials)
     for t in trials:

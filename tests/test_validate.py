@@ -15,10 +15,10 @@ from hetune.sim.engine import simulate
 from hetune.sim.loader import load_inputs
 from hetune.sim.strategies import names as strategy_names
 from hetune.sim.strategies import register
-
-pytestmark = [pytest.mark.slow, pytest.mark.ray, pytest.mark.torch]  # real Ray Tune runs: minutes
 from hetune.cli import main
 from hetune.sim.events import read_events
+
+pytestmark = [pytest.mark.slow, pytest.mark.ray, pytest.mark.torch]  # real Ray Tune runs: minutes
 
 SMOKE = REPO / "configs/experiments/smoke-local.toml"
 SMALL_BATCH = ["--set", "experiment.batch_size=4"]  # the CIFAR ResNet-18 on one core: about 0.13 s a step
@@ -65,7 +65,8 @@ def test_compare_reports_the_makespan_error(smoke, capsys):
     assert fid["makespan_error_pct"] is not None and abs(fid["makespan_error_pct"]) < 75
     assert set(fid["step_time_error_pct"]) == {"cpu-fast", "cpu-slow"}
     shares = fid["iteration_share"]
-    assert set(shares) == {"cpu-fast", "cpu-slow"} and sum(v["real"] for v in shares.values()) == pytest.approx(1, abs=1e-3)
+    assert set(shares) == {"cpu-fast", "cpu-slow"}
+    assert sum(v["real"] for v in shares.values()) == pytest.approx(1, abs=1e-3)
     assert fid["decisions"]["real"]["run"] > 0 and fid["decisions"]["sim"]["run"] > 0
     assert "share of iterations on cpu-fast" in out
 

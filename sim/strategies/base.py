@@ -80,7 +80,7 @@ class SimView(Protocol):
         """Seconds per iteration of the fastest worker."""
     def at_perturbation_point(self, trial: int) -> bool:
         """Whether ``trial``'s last chunk ended at one of its PBT perturbation points."""
-    def starting(self) -> list[TrialView]:
+    def starting(self) -> Sequence[TrialView]:
         """Trials that a worker is starting (their process is starting: Ray Tune's
         ``PENDING`` status, which makes Ray's PBT pause a trial at its perturbation point)."""
 

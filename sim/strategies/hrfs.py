@@ -19,7 +19,8 @@ from typing import Iterator
 
 from hetune.sim.cluster import ClusterConfig, NodeGroup, WorkerSpec, carve_workers
 from hetune.sim.strategies import register
-from hetune.sim.strategies.base import Ordering, IDLE, RETIRE, Decision, Run, SimView, StepTimeFn, Strategy, TrialView, WorkerView
+from hetune.sim.strategies.base import (Ordering, IDLE, RETIRE, Decision, Run, SimView, StepTimeFn, Strategy, TrialView,
+                                        WorkerView)
 
 
 @dataclass(frozen=True)
@@ -76,7 +77,7 @@ class HRFS(Strategy):
     def _strong_rate(self, view: SimView) -> float:
         """Iterations per second of the strong workers together."""
         return sum(1.0 / w.step_time_s for w in view.workers
-                   if not w.retired and self.ability(w.id) < self.params.weak_ability)  # type: ignore[attr-defined]
+                   if not w.retired and self.ability(w.id) < self.params.weak_ability)
 
     def assign(self, worker: WorkerView, view: SimView) -> Decision:
         half = max(1, view.interval // 2)

@@ -118,7 +118,8 @@ class LeaderFusion(Strategy):
         if self._leader_worker is None:
             lead = min(view.workers, key=lambda w: (w.step_time_s, w.id))
             self._leader_worker = lead.id
-            self._base_step = min(w.step_time_s for w in view.workers if w.id != lead.id) if len(view.workers) > 1 else lead.step_time_s
+            others = [w.step_time_s for w in view.workers if w.id != lead.id]
+            self._base_step = min(others) if others else lead.step_time_s
         if worker.id == self._leader_worker:
             first = view.peek(Ordering.LEAST_PROGRESSED)
             if self.params.fair_start and first is not None and first.iteration < view.interval:

@@ -78,7 +78,8 @@ class TuneDefault(Strategy):
         if t is None:
             return IDLE
         starting = view.starting()  # never r itself when r is at its point (it is not on its way to a worker)
-        if r is not None and t.id == r.id and not starting and view.peek(Ordering.LEAST_PROGRESSED, skip={r.id}) is None:
+        alone = r is not None and t.id == r.id and view.peek(Ordering.LEAST_PROGRESSED, skip={r.id}) is None
+        if r is not None and alone and not starting:
             return Run(r.id, view.interval)  # nothing waits: PBT continues it in memory
         # Tune stages a paused trial only when PBT picks it (choose_trial_to_run, the least
         # progressed PENDING or PAUSED trial): while that pick is still starting, no paused trial is
