@@ -58,7 +58,7 @@ SETTINGS: dict[str, tuple[str, list[str]]] = {
 # calibrated step times, 4 one-core slots of one emulated device type
 REAL_EXP = REPO / "configs/experiments/smoke-local.toml"
 REAL_BASE = ['real.trainable="model"', "real.model_sleep=1", 'learning.kind="nqm"', "experiment.stop_iterations=60",
-             "experiment.budget_s=1000000000", "experiment.target_accuracy=0.3",
+             "experiment.budget_s=1000000000", "experiment.target_accuracy=0.25",
              "strategies.tune-default.cpus_per_trial=1", f"cluster.path={REPO / 'configs/clusters/local-4slots.toml'}"]
 REAL_SETTINGS: dict[str, tuple[str, list[str]]] = {
     "R1-pop3": ("population 3 on 4 slots, quantile 0.25, iterations every 10, async", ["experiment.population=3"]),
@@ -82,13 +82,15 @@ def _batch(job: tuple[str, list[str], str, list[int]]) -> list[dict]:
     return [asdict(run(inputs, s)) for s in seeds]
 
 
-def _outcomes(exp: Path, overrides: list[str], seeds: int, jobs: int, pool: ProcessPoolExecutor) -> dict[str, list]:
+def _outcomes(exp: Path, overrides: list[str], seeds: int, jobs: int, pool: ProcessPoolExecutor,
+              first: int = 0) -> dict[str, list]:
     from hetune.real.pbt_parity import Outcome
 
     chunk = max(1, math.ceil(seeds / (4 * jobs)))
     out = {}
     for engine in ("ray", "sim"):
-        parts = [(str(exp), overrides, engine, list(range(i, min(seeds, i + chunk)))) for i in range(0, seeds, chunk)]
+        parts = [(str(exp), overrides, engine, list(range(first + i, first + min(seeds, i + chunk))))
+                 for i in range(0, seeds, chunk)]
         out[engine] = [Outcome(**o) for batch in pool.map(_batch, parts) for o in batch]
     return out
 
@@ -97,7 +99,7 @@ def _check(exp: Path, overrides: list[str], where: str) -> None:
     """Refuse what the experiment loader or Ray's PopulationBasedTraining would refuse, in one line."""
     from ray.tune.schedulers import PopulationBasedTraining
 
-    from hetune.real.validate import pbt_kwargs
+    from hetune.real.tune_args import pbt_kwargs
     from hetune.sim.errors import ConfigError
 
     try:
@@ -163,8 +165,8 @@ def _model_calibration(scratch: Path, out: Path) -> Path:
 
 
 def _table(rows: list[dict]) -> str:
-    lines = ["| setting | metric | test | statistic | p | Holm | Ray | sim | sim - Ray | % |",
-             "|---|---|---|---:|---:|---|---:|---:|---:|---:|"]
+    lines = ["| setting | metric | test | statistic | p | Holm | Ray | sim | sim - Ray | % | mean Ray / sim |",
+             "|---|---|---|---:|---:|---|---:|---:|---:|---:|---:|"]
 
     def f(x: float | None, d: int = 3) -> str:
         return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{d}f}"
@@ -172,13 +174,16 @@ def _table(rows: list[dict]) -> str:
     for r in rows:
         lines.append(f"| {r['setting']} | {r['metric']} | {r['test']} | {f(r['statistic'])} | {f(r['p_value'])} | "
                      f"{'REJECTED' if r['rejected'] else 'kept'} | {f(r['ray'])} | {f(r['sim'])} | {f(r['effect'])} | "
-                     f"{f(r['effect_pct'], 1)} |")
+                     f"{f(r['effect_pct'], 1)} | "
+                     f"{'-' if r.get('ray_mean') is None else f(r['ray_mean'], 1) + ' / ' + f(r['sim_mean'], 1)} |")
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seeds", type=int, default=500)
+    ap.add_argument("--first-seed", type=int, default=0, help="seeds first-seed .. first-seed + seeds - 1 (a "
+                    "confirmatory run on fresh seeds)")
     ap.add_argument("--settings", nargs="*", default=list(SETTINGS))
     ap.add_argument("--set", action="append", default=[], dest="overrides", metavar="KEY=VALUE",
                     help="applied to every setting, after it")
@@ -214,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
         for name, (exp, overrides, desc) in plan.items():
             real = name in REAL_SETTINGS
             seeds = args.real_seeds_sim if real else args.seeds
-            out = _outcomes(exp, overrides, seeds, args.jobs, pool)
+            out = _outcomes(exp, overrides, seeds, args.jobs, pool, 0 if real else args.first_seed)
             for c in compare(out["ray"], out["sim"], args.permutations, seed=len(rows)):
                 rows.append(as_row(name, c))
             if real:
@@ -236,7 +241,8 @@ def main(argv: list[str] | None = None) -> int:
     for f in shipped:
         shutil.copy2(f, inputs_dir / f.name)
     meta = {"command": "python bench/bench_pbt_parity.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-            "host": this_host(), "seeds": args.seeds, "permutations": args.permutations,
+            "host": this_host(), "seeds": args.seeds, "first_seed": args.first_seed,
+            "permutations": args.permutations,
             "wall_s": round(time.time() - t0, 1),
             "family_wise_alpha": 0.05, "tests": len(tested), "rejected": sum(r["rejected"] for r in tested)}
     (args.out / "table.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n")

@@ -4,7 +4,9 @@
     python docs/generate.py --check   # exit 1 naming what is stale (tests/test_docs.py runs this)
 
 - docs/design.md, between the module-map markers: one line per module of sim/, sim/strategies/ and
-  real/, the first sentence of its docstring (a module without a docstring fails the check).
+  real/, the first sentence of its docstring (a module without a docstring fails the check);
+- docs/config.md: every key of the experiment, cluster and calibration files (docs/config_reference.py;
+  a key without a description fails the check).
 """
 
 from __future__ import annotations
@@ -49,19 +51,26 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--check", action="store_true", help="exit 1 if a generated part is stale; write nothing")
     args = ap.parse_args(argv)
+    sys.path.insert(0, str(REPO / "docs"))
+    from config_reference import Undocumented, config_md
+
     design = REPO / "docs/design.md"
     text = design.read_text()
     if BEGIN not in text or END not in text:
         print("docs/generate.py: docs/design.md lacks the module-map markers", file=sys.stderr)
         return 1
-    new = _with_map(text)
+    try:
+        wanted = {design: _with_map(text), REPO / "docs/config.md": config_md()}
+    except Undocumented as exc:
+        print(f"docs/generate.py: {exc}", file=sys.stderr)
+        return 1
+    stale = [p for p, new in wanted.items() if not p.is_file() or p.read_text() != new]
     if args.check:
-        if new != text:
-            print("docs/generate.py: docs/design.md's module map is stale: run python docs/generate.py",
-                  file=sys.stderr)
-            return 1
-        return 0
-    design.write_text(new)
+        for p in stale:
+            print(f"docs/generate.py: {p.relative_to(REPO)} is stale: run python docs/generate.py", file=sys.stderr)
+        return 1 if stale else 0
+    for p in stale:
+        p.write_text(wanted[p])
     return 0
 
 

@@ -105,6 +105,9 @@ class MetricComparison:
         sim: the simulator's, same summary.
         effect: sim minus Ray in the summary's units, or relative (``effect_pct``) for iterations and time.
         effect_pct: (sim - ray) / ray, percent, where a relative effect means something; else None.
+        ray_mean: for iterations and time, the mean over the runs that reached the target (a median of
+            values that come in steps of the evaluation interval jumps a whole step); else None.
+        sim_mean: the simulator's, same.
     """
 
     metric: str
@@ -115,11 +118,18 @@ class MetricComparison:
     sim: float
     effect: float
     effect_pct: float | None
+    ray_mean: float | None = None
+    sim_mean: float | None = None
 
 
 def _median_reached(xs: Sequence[float]) -> float:
     reached = [x for x in xs if math.isfinite(x)]
     return float(np.median(reached)) if reached else math.inf
+
+
+def _mean_reached(xs: Sequence[float]) -> float | None:
+    reached = [x for x in xs if math.isfinite(x)]
+    return float(np.mean(reached)) if reached else None
 
 
 def compare(ray: Sequence[Outcome], sim: Sequence[Outcome], permutations: int = 2000,
@@ -138,10 +148,13 @@ def compare(ray: Sequence[Outcome], sim: Sequence[Outcome], permutations: int = 
             summary_a, summary_b = float(np.mean(a)), float(np.mean(b))
         test = ks_test(a, b, permutations, seed + i)
         pct = None
-        if name in ("iterations", "time_s", "high_iterations") and math.isfinite(summary_a) and summary_a > 0:
-            pct = 100.0 * (summary_b - summary_a) / summary_a
+        means: tuple[float | None, float | None] = (None, None)
+        if name in ("iterations", "time_s", "high_iterations"):
+            means = (_mean_reached(a), _mean_reached(b))
+            if math.isfinite(summary_a) and summary_a > 0:
+                pct = 100.0 * (summary_b - summary_a) / summary_a
         out.append(MetricComparison(name, "ks", test.statistic, test.p_value, summary_a, summary_b,
-                                    summary_b - summary_a, pct))
+                                    summary_b - summary_a, pct, *means))
     # iterations to target as categories ("never" one of them): the whole distribution, cell by cell
     cat = chi_square_test([str(x) for x in col(ray, "iterations")], [str(x) for x in col(sim, "iterations")],
                           permutations, seed + 10)

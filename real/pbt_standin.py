@@ -138,8 +138,8 @@ class StandInController:
         self.budget_mode = self.info.budget_mode
         self.pbt = pbt
         self.trials = [StandInTrial(t.id, t.config, t.rng) for t in sim.trials]
-        for st in self.trials:  # after every config is drawn, as the simulator does
-            st.state = self.model.initial_state(st.rng)
+        for st, t in zip(self.trials, sim.trials):  # the simulator's initial state (its luck) for this seed
+            st.state = t.progress
         self.free: list[Worker] = list(sim.workers)  # ordered by id
         self.staged: set[int] = set()
         self.now = 0.0
@@ -322,7 +322,7 @@ def run_standin(inputs: RunInputs, seed: int) -> StandInRun:
         seed: the run's seed: the simulator's initial configurations and trial streams for this seed,
             and the seed of Python's and NumPy's global streams that Ray's PBT draws from.
     """
-    from hetune.real.validate import pbt_kwargs
+    from hetune.real.tune_args import pbt_kwargs
 
     logging.getLogger("ray.tune.schedulers.pbt").setLevel(logging.WARNING)  # one INFO line per exploit
     random.seed(seed)

@@ -14,10 +14,12 @@ import math
 import os
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
 from hetune.real.ray_init import TuneOutput
+from hetune.real.tune_args import pbt_kwargs
 from hetune.sim import strategies as strategy_registry
 from hetune.sim.cluster import WorkerSpec
 from hetune.sim.enums import DeviceKind
@@ -117,10 +119,34 @@ def _start_ray(inputs: RunInputs, address: str, storage: Path, shared: bool,
     return ray, c
 
 
+@dataclass
+class _Plan:
+    """What a real run will do, settled before Ray starts (every refusal happens while making it)."""
+
+    inputs: RunInputs
+    strategy: str
+    seed: int
+    out: Path
+    data: str  # the CIFAR folder ("" for the model trainable)
+    storage: Path  # Tune's storage_path
+    workers: list[WorkerSpec]
+    place: Any  # real/placement.py Placement
+    resume: bool
+    plain: bool
+
+    @property
+    def journal(self) -> Path:
+        return self.out / "events.partial.jsonl"
+
+
 def run_validate(experiment: str, overrides: list[str], strategy: str, out: Path, data_dir: str = "",
                  seed: int | None = None, report_interval_s: float = 300.0, address: str = "",
                  quiet: bool = False, resume: bool = False, plain: bool = False) -> dict[str, Any]:
     """One real run; writes events.jsonl, summary.json, config.toml into ``out`` and returns the summary.
+
+    The run's story: settle and freeze its inputs (``_plan``), start or join Ray, check the cluster
+    has what the strategy needs, build the trials' search space and the recording scheduler, run
+    Tune, refuse a run that failed or was interrupted, write the result folder.
 
     Args:
         experiment: experiment file.
@@ -135,15 +161,38 @@ def run_validate(experiment: str, overrides: list[str], strategy: str, out: Path
         resume: continue an interrupted run in ``out`` (Tuner.restore; journaled events kept).
         plain: Ray Tune's own PBT scheduling with no adapter (the tune-default reference run).
     """
-    from ray import tune
+    from hetune.real.provenance import this_host
 
-    from hetune.real.discovery import discover
-    from hetune.real.provenance import calibration_note, this_host
+    plan = _plan(experiment, overrides, strategy, out, data_dir, seed, resume, plain)
+    exp = plan.inputs.experiment
+    ray, emulated = _start_ray(plan.inputs, address, plan.storage, exp.real.shared_storage, plan.place.node_resources)
+    try:
+        _check_cluster(ray, plan)
+        trainable, param_space = _trial_space(plan)
+        log, scheduler, callbacks = _recording(plan, emulated, quiet, report_interval_s)
+        tuner = _tuner(plan, trainable, param_space, scheduler, callbacks)
+        if not resume:
+            log.t0 = time.time()  # time 0 of the run: what start_overhead_s is measured from
+        with TuneOutput(plan.out / "tune-output.log"):  # Tune's banner and hints stay out of the terminal
+            grid = tuner.fit()
+        _refuse_unfinished(grid, log, plan, experiment)
+    finally:
+        ray.shutdown()
+        if emulated is not None:
+            emulated.shutdown()
+    summary = write_run(plan.out, plan.inputs, log.sorted_events(), plan.strategy, plan.seed,
+                        extra={"kind": "real", "host": this_host()}, frozen=True)
+    plan.journal.unlink(missing_ok=True)  # complete: events.jsonl has them all
+    return summary
+
+
+def _plan(experiment: str, overrides: list[str], strategy: str, out: Path, data_dir: str, seed: int | None,
+          resume: bool, plain: bool) -> _Plan:
+    """Load (or, resuming, reload the frozen) inputs, resolve the strategy and data, refuse what cannot
+    run, and freeze the inputs into ``out`` before anything starts."""
     from hetune.real.cifar import load_cifar, write_synthetic
     from hetune.real.placement import placement
-    from hetune.real.recorder import EventLog, RecorderCallback, RecordingPBT
-    from hetune.real.status import StatusCallback
-    from hetune.real.checkpoints import PruneCheckpoints
+    from hetune.real.provenance import calibration_note
     from hetune.sim.snapshot import MANIFEST, load_snapshot, write_snapshot
 
     inputs = load_inputs(experiment, overrides)
@@ -184,111 +233,134 @@ def run_validate(experiment: str, overrides: list[str], strategy: str, out: Path
     if exp.real.synthetic and not model_run:
         write_synthetic(data, info.dataset, train=exp.real.synthetic_train, test=info.eval_samples, seed=seed,
                         signal=exp.real.synthetic_signal)
-    slots = place.node_resources
-    ray, emulated = _start_ray(inputs, address, storage, exp.real.shared_storage, slots)
-    try:
-        needed = {w.device for w in workers}
-        targets = {t.device: t for t in discover(inputs.cluster, ray.nodes())}
-        lacking = sorted(d for d in needed if not targets.get(d) or not targets[d].found)
-        if lacking:
-            raise ConfigError("--strategy", "", f"{strategy} needs device type(s) {', '.join(lacking)} "
-                              f"that the Ray cluster lacks")
-        _check_slots(ray, slots, strategy)
-        rng_root = np.random.SeedSequence(seed)
-        initial = [sample_config(exp.pbt.mutations, np.random.default_rng(ss))
-                   for ss in rng_root.spawn(info.population)]  # the simulator's population for this seed
-        slowdowns = {d: s.emulated_slowdown for d, s in inputs.cluster.devices.items()}
-        setup = {"model": info.model, "dataset": info.dataset, "num_classes": info.num_classes,
-                 "batch_size": info.batch_size, "stop_iterations": info.stop_iterations,
-                 "target_accuracy": info.target_accuracy, "checkpoint_interval": info.checkpoint_interval,
-                 "data_dir": data, "eval_samples": info.eval_samples, "stem": info.stem,
-                 "threads": exp.real.threads, "slowdowns": slowdowns, "seed": seed,
-                 "fail_once_at_step": exp.real.fail_once_at_step, "fault_dir": str(out / "faults")}
-        trainable_cls, SETUP_KEY = _trainable(inputs, setup)
-        param_space: dict[str, Any] = {"trial_index": tune.grid_search(list(range(info.population))),
-                                       SETUP_KEY: setup}
-        for key in sorted(exp.pbt.mutations):
-            param_space[key] = tune.sample_from(lambda config, k=key: initial[config["trial_index"]][k])  # type: ignore[misc]
-        journal = out / "events.partial.jsonl"
-        if not resume:
-            journal.unlink(missing_ok=True)
-        stop_accuracy = math.inf if info.budget_mode else info.target_accuracy  # budget mode: train on
-        log = EventLog(workers, info.checkpoint_interval, stop_accuracy, info.stop_iterations,
-                       journal=None if resume else journal)
-        if resume:
-            log.resume_from(journal)
-        recorder = RecorderCallback(log)
-        pbt = RecordingPBT(log, recorder, record_pauses=plain, **pbt_kwargs(exp))
-        scheduler = place.wrap(pbt, interval=exp.pbt.perturbation_interval, mode=exp.pbt.mode,
-                               stop_iterations=info.stop_iterations, target_accuracy=info.target_accuracy,
-                               on_pause=recorder.pause, checkpoint_interval=info.checkpoint_interval,
-                               on_decision=lambda slot, decision: log.decision(slot.id, decision),
-                               # on a real cluster the loss of a node is recorded when the scheduler sees it;
-                               # on the emulated one, where hetune removes it, at that moment (_faults)
-                               on_worker=None if emulated is not None else lambda slot, kind: log.worker_event(
-                                   log.now(), kind, slot.id),
-                               state_path=out / "strategy-state.pkl")
-        if not plain:
-            log.placed = scheduler.last_slot  # the recorder files each chunk under the slot it ran on
-            if resume:  # Tune does not save schedulers: the strategy's state comes from our own file
-                scheduler.restore_strategy()
-        callbacks: list[Any] = [recorder, PruneCheckpoints(pbt), *_faults(inputs, emulated, log, seed, resume)]
-        if not quiet:
-            callbacks.append(StatusCallback(log, report_interval_s, info.batch_size))
-        # Tune snapshots its experiment state at most every 10 s by default, so a driver killed after a
-        # trial's save could restore it from the save before (redoing two intervals); a snapshot at
-        # every step (cheap at these sizes: 96 s of smoke-run makespan against 93 s without) bounds the loss
-        # to one checkpoint interval. A value the user set is kept.
-        os.environ.setdefault("TUNE_GLOBAL_CHECKPOINT_S", "0")
-        trainable = tune.with_resources(trainable_cls, {k.lower() if k in ("CPU", "GPU") else k: v
-                                                      for k, v in place.resources.items()})
-        name = f"{info.name}-{strategy}"
-        if resume:
-            tuner = tune.Tuner.restore(str(storage / name), trainable, resume_unfinished=True,
-                                       param_space=param_space)
-            # Tuner.restore brings back the pickled callbacks and scheduler of the first start;
-            # ours carry the journaled events, so they replace them.
-            internal: Any = tuner._local_tuner  # no public setter for callbacks on a restored Tuner
-            internal.get_run_config().callbacks = callbacks
-            internal._tune_config.scheduler = scheduler
-        else:
-            tuner = tune.Tuner(
-                trainable, param_space=param_space,
-                tune_config=tune.TuneConfig(scheduler=scheduler, reuse_actors=False),
-                # Stopping on the final result (before PBT may pause it) saves a restart just to return.
-                run_config=tune.RunConfig(name=name, storage_path=str(storage), verbose=0,
-                                          stop=_Stop(info.stop_iterations, stop_accuracy),
-                                          failure_config=tune.FailureConfig(max_failures=info.max_failures),
-                                          # every interval, and on every pause (a class trainable saves on
-                                          # demand); PruneCheckpoints deletes the ones nothing needs
-                                          checkpoint_config=tune.CheckpointConfig(
-                                              num_to_keep=None, checkpoint_frequency=info.checkpoint_interval),
-                                          callbacks=callbacks))
-        if not resume:
-            log.t0 = time.time()  # time 0 of the run: what start_overhead_s is measured from
-        with TuneOutput(out / "tune-output.log"):  # Tune's banner and hints stay out of the terminal
-            grid = tuner.fit()
-        failed = [grid[i].error for i in range(len(grid)) if grid[i].error is not None]
-        if failed:  # past max_failures: the run cannot be completed as asked
-            text = str(failed[0]).strip()
-            first = text.splitlines()[-1][:200] if text else type(failed[0]).__name__
-            raise RunFailed(f"{len(failed)} trial(s) failed more than experiment.max_failures "
-                            f"({info.max_failures}) times; the last error: {first}; the events so far are in {journal}")
-        finished = {e["trial"] for e in log.events if e["kind"] == "stop"}
-        if len(finished) < info.population:
-            # Tune returns normally on Ctrl-C; the journal and Tune's state stay for --resume.
-            print(f"hetune: validate interrupted with {len(finished)} of {info.population} trials finished; "
-                  f"continue with: hetune validate {experiment} --strategy {strategy} --out {out} --resume",
-                  file=sys.stderr)
-            raise KeyboardInterrupt
-    finally:
-        ray.shutdown()
-        if emulated is not None:
-            emulated.shutdown()
-    events = log.sorted_events()
-    summary = write_run(out, inputs, events, strategy, seed, extra={"kind": "real", "host": this_host()}, frozen=True)
-    (out / "events.partial.jsonl").unlink(missing_ok=True)  # complete: events.jsonl has them all
-    return summary
+    return _Plan(inputs, strategy, seed, out, data, storage, workers, place, resume, plain)
+
+
+def _check_cluster(ray: Any, plan: _Plan) -> None:
+    """Refuse a Ray cluster without the device types or the slot resources the strategy's workers need."""
+    from hetune.real.discovery import discover
+
+    needed = {w.device for w in plan.workers}
+    targets = {t.device: t for t in discover(plan.inputs.cluster, ray.nodes())}
+    lacking = sorted(d for d in needed if not targets.get(d) or not targets[d].found)
+    if lacking:
+        raise ConfigError("--strategy", "", f"{plan.strategy} needs device type(s) {', '.join(lacking)} "
+                          f"that the Ray cluster lacks")
+    _check_slots(ray, plan.place.node_resources, plan.strategy)
+
+
+def _trial_space(plan: _Plan) -> tuple[Any, dict[str, Any]]:
+    """The trainable (with its resources) and the param space: the simulator's population for this seed."""
+    from ray import tune
+
+    exp, info, seed = plan.inputs.experiment, plan.inputs.experiment.experiment, plan.seed
+    rng_root = np.random.SeedSequence(seed)
+    initial = [sample_config(exp.pbt.mutations, np.random.default_rng(ss))
+               for ss in rng_root.spawn(info.population)]  # the simulator's population for this seed
+    slowdowns = {d: s.emulated_slowdown for d, s in plan.inputs.cluster.devices.items()}
+    setup = {"model": info.model, "dataset": info.dataset, "num_classes": info.num_classes,
+             "batch_size": info.batch_size, "stop_iterations": info.stop_iterations,
+             "target_accuracy": info.target_accuracy, "checkpoint_interval": info.checkpoint_interval,
+             "data_dir": plan.data, "eval_samples": info.eval_samples, "stem": info.stem,
+             "threads": exp.real.threads, "slowdowns": slowdowns, "seed": seed,
+             "fail_once_at_step": exp.real.fail_once_at_step, "fault_dir": str(plan.out / "faults")}
+    trainable_cls, setup_key = _trainable(plan.inputs, setup)
+    param_space: dict[str, Any] = {"trial_index": tune.grid_search(list(range(info.population))), setup_key: setup}
+    for key in sorted(exp.pbt.mutations):
+        param_space[key] = tune.sample_from(lambda config, k=key: initial[config["trial_index"]][k])  # type: ignore[misc]
+    resources = {k.lower() if k in ("CPU", "GPU") else k: v for k, v in plan.place.resources.items()}
+    return tune.with_resources(trainable_cls, resources), param_space
+
+
+def _recording(plan: _Plan, emulated: Any, quiet: bool, report_interval_s: float) -> tuple[Any, Any, list[Any]]:
+    """The event log (journaled for --resume), Ray's PBT wrapped by the strategy's scheduler, and the
+    callbacks that record, prune checkpoints, replay faults and print the status table."""
+    from hetune.real.checkpoints import PruneCheckpoints
+    from hetune.real.recorder import EventLog, RecorderCallback, RecordingPBT
+    from hetune.real.status import StatusCallback
+
+    exp, info, resume = plan.inputs.experiment, plan.inputs.experiment.experiment, plan.resume
+    if not resume:
+        plan.journal.unlink(missing_ok=True)
+    stop_accuracy = math.inf if info.budget_mode else info.target_accuracy  # budget mode: train on
+    log = EventLog(plan.workers, info.checkpoint_interval, stop_accuracy, info.stop_iterations,
+                   journal=None if resume else plan.journal)
+    if resume:
+        log.resume_from(plan.journal)
+    recorder = RecorderCallback(log)
+    pbt = RecordingPBT(log, recorder, record_pauses=plan.plain, **pbt_kwargs(exp))
+    scheduler = plan.place.wrap(pbt, interval=exp.pbt.perturbation_interval, mode=exp.pbt.mode,
+                                stop_iterations=info.stop_iterations, target_accuracy=info.target_accuracy,
+                                on_pause=recorder.pause, checkpoint_interval=info.checkpoint_interval,
+                                on_decision=lambda slot, decision: log.decision(slot.id, decision),
+                                # on a real cluster the loss of a node is recorded when the scheduler sees
+                                # it; on the emulated one, where hetune removes it, at that moment (_faults)
+                                on_worker=None if emulated is not None else lambda slot, kind: log.worker_event(
+                                    log.now(), kind, slot.id),
+                                state_path=plan.out / "strategy-state.pkl")
+    if not plan.plain:
+        log.placed = scheduler.last_slot  # the recorder files each chunk under the slot it ran on
+        if resume:  # Tune does not save schedulers: the strategy's state comes from our own file
+            scheduler.restore_strategy()
+    callbacks: list[Any] = [recorder, PruneCheckpoints(pbt),
+                            *_faults(plan.inputs, emulated, log, plan.seed, resume)]
+    if not quiet:
+        callbacks.append(StatusCallback(log, report_interval_s, info.batch_size))
+    return log, scheduler, callbacks
+
+
+def _tuner(plan: _Plan, trainable: Any, param_space: dict[str, Any], scheduler: Any, callbacks: list[Any]) -> Any:
+    """A new Tuner, or (--resume) Tune's own restored one with our scheduler and callbacks."""
+    from ray import tune
+
+    info = plan.inputs.experiment.experiment
+    # Tune snapshots its experiment state at most every 10 s by default, so a driver killed after a
+    # trial's save could restore it from the save before (redoing two intervals); a snapshot at
+    # every step (cheap at these sizes: 96 s of smoke-run makespan against 93 s without) bounds the loss
+    # to one checkpoint interval. A value the user set is kept.
+    os.environ.setdefault("TUNE_GLOBAL_CHECKPOINT_S", "0")
+    name = f"{info.name}-{plan.strategy}"
+    if plan.resume:
+        tuner = tune.Tuner.restore(str(plan.storage / name), trainable, resume_unfinished=True,
+                                   param_space=param_space)
+        # Tuner.restore brings back the pickled callbacks and scheduler of the first start;
+        # ours carry the journaled events, so they replace them.
+        internal: Any = tuner._local_tuner  # no public setter for callbacks on a restored Tuner
+        internal.get_run_config().callbacks = callbacks
+        internal._tune_config.scheduler = scheduler
+        return tuner
+    stop_accuracy = math.inf if info.budget_mode else info.target_accuracy
+    return tune.Tuner(
+        trainable, param_space=param_space,
+        tune_config=tune.TuneConfig(scheduler=scheduler, reuse_actors=False),
+        # Stopping on the final result (before PBT may pause it) saves a restart just to return.
+        run_config=tune.RunConfig(name=name, storage_path=str(plan.storage), verbose=0,
+                                  stop=_Stop(info.stop_iterations, stop_accuracy),
+                                  failure_config=tune.FailureConfig(max_failures=info.max_failures),
+                                  # every interval, and on every pause (a class trainable saves on
+                                  # demand); PruneCheckpoints deletes the ones nothing needs
+                                  checkpoint_config=tune.CheckpointConfig(
+                                      num_to_keep=None, checkpoint_frequency=info.checkpoint_interval),
+                                  callbacks=callbacks))
+
+
+def _refuse_unfinished(grid: Any, log: Any, plan: _Plan, experiment: str) -> None:
+    """RunFailed when trials failed past max_failures; KeyboardInterrupt (with the --resume line) when
+    Tune returned early, as it does on Ctrl-C: the journal and Tune's state stay for --resume."""
+    info = plan.inputs.experiment.experiment
+    failed = [grid[i].error for i in range(len(grid)) if grid[i].error is not None]
+    if failed:  # past max_failures: the run cannot be completed as asked
+        text = str(failed[0]).strip()
+        first = text.splitlines()[-1][:200] if text else type(failed[0]).__name__
+        raise RunFailed(f"{len(failed)} trial(s) failed more than experiment.max_failures "
+                        f"({info.max_failures}) times; the last error: {first}; the events so far are in "
+                        f"{plan.journal}")
+    finished = {e["trial"] for e in log.events if e["kind"] == "stop"}
+    if len(finished) < info.population:
+        print(f"hetune: validate interrupted with {len(finished)} of {info.population} trials finished; "
+              f"continue with: hetune validate {experiment} --strategy {plan.strategy} --out {plan.out} --resume",
+              file=sys.stderr)
+        raise KeyboardInterrupt
 
 
 def _trainable(inputs: RunInputs, setup: dict[str, Any]) -> tuple[Any, str]:
@@ -315,30 +387,3 @@ class _Stop:
     def __call__(self, trial_id: str, result: Mapping[str, Any]) -> bool:
         return (result.get("step", 0) >= self.stop_iterations
                 or result.get("accuracy", 0.0) >= self.target_accuracy)
-
-
-def pbt_kwargs(exp: Any) -> dict[str, Any]:
-    from ray import tune
-
-    pbt = exp.pbt
-    mutations: dict[str, Any] = {}
-    for key, m in pbt.mutations.items():
-        if m.kind == "choice":
-            mutations[key] = list(m.values)
-        elif m.kind == "loguniform":
-            mutations[key] = tune.loguniform(m.low, m.high)
-        else:
-            mutations[key] = tune.uniform(m.low, m.high)
-    clipped = {k: (m.low, m.high) for k, m in pbt.mutations.items() if m.kind != "choice" and m.clip}
-
-    def clip(config: dict[str, Any]) -> dict[str, Any]:  # HRFS keeps lr inside its range; Ray does not
-        for k, (lo, hi) in clipped.items():
-            config[k] = min(max(config[k], lo), hi)
-        return config
-
-    return {"time_attr": pbt.time_attr, "metric": pbt.metric, "mode": pbt.mode,
-            "perturbation_interval": pbt.perturbation_interval, "burn_in_period": pbt.burn_in,
-            "hyperparam_mutations": mutations, "quantile_fraction": pbt.quantile_fraction,
-            "resample_probability": pbt.resample_probability,
-            "perturbation_factors": tuple(pbt.perturbation_factors), "synch": pbt.synch,
-            "custom_explore_fn": clip if clipped else None}

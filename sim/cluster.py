@@ -100,7 +100,14 @@ class ClusterInfo:
 
 @dataclass(frozen=True)
 class ClusterConfig:
-    """A cluster file: [cluster], [devices.<type>], [[nodes]]."""
+    """A cluster file: [cluster], [devices.<type>], [[nodes]].
+
+    Args:
+        cluster: the cluster's name and network.
+        devices: device types by name: what each node group's devices are.
+        nodes: node groups (``[[nodes]]``), each of one device type.
+        description: one line saying what the cluster is (shown by ``hetune clusters``).
+    """
 
     cluster: ClusterInfo
     devices: dict[str, DeviceType]

@@ -189,7 +189,14 @@ class Sample:
 class CalibrationConfig:
     """A calibration file: [provenance], [models.<model>.<device>], [[samples]], and optionally
     [curves.<model>]: learning-curve parameters fitted from real runs (``hetune calibrate curves``),
-    which take precedence over the experiment's [surrogate] for that model."""
+    which take precedence over the experiment's [surrogate] for that model.
+
+    Args:
+        provenance: where the numbers come from (host, versions, how each was measured); free-form.
+        models: per model, per device type, its step-time model and overheads.
+        samples: the measured step times the models were fitted to (one row per model, device, batch).
+        curves: per model, learning-curve parameters fitted from real runs (the bell model's).
+    """
 
     provenance: dict[str, Any]
     models: dict[str, dict[str, DeviceModel]]

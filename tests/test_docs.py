@@ -19,3 +19,32 @@ def test_progress_bars_draw_only_on_a_terminal(tmp_path):
                         "--out", str(tmp_path / "s")], capture_output=True, text=True, cwd=REPO)
     assert r.returncode == 0, r.stderr
     assert "\r" not in r.stderr and "run/s" not in r.stderr and "it/s" not in r.stderr
+
+
+def test_a_config_key_without_a_description_fails_the_docs():
+    import dataclasses
+
+    import pytest
+
+    sys.path.insert(0, str(REPO / "docs"))
+    from config_reference import Undocumented, rows
+
+    @dataclasses.dataclass(frozen=True)
+    class NewTable:
+        """A table.
+
+        Args:
+            known: described.
+        """
+
+        known: int = 1
+        added: float = 0.5
+
+    with pytest.raises(Undocumented, match="added"):
+        list(rows(NewTable))
+
+
+def test_the_config_reference_names_types_defaults_and_ranges():
+    text = (REPO / "docs/config.md").read_text()
+    assert "| `pbt.quantile_fraction` | float | 0.25 | must be in (0, 0.5] |" in text
+    assert "| `nodes[].gpus` | int | 0 | must be >= 0 |" in text

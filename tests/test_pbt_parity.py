@@ -57,6 +57,16 @@ def test_the_stand_in_drives_rays_class_and_tunes_pending_rule():
     assert [r[0] for r in run.readings] == sorted(r[0] for r in run.readings)  # clock order
 
 
+def test_both_engines_start_from_one_population_so_their_first_readings_agree():
+    """Same seed, same initial configurations and trial streams: before any exploit the two engines
+    read the same accuracies (the events round them to 6 places); they differ only in how PBT runs."""
+    inputs = _inputs("experiment.population=4")
+    first_ray = sorted((tr, round(a, 6)) for _, tr, n, a in run_standin(inputs, 5).readings if n == 50)
+    events = simulate(inputs, inputs.make_strategy("tune-default"), 5).events
+    first_sim = sorted((e["trial"], e["accuracy"]) for e in events if e["kind"] == "chunk" and e["iteration"] == 50)
+    assert len(first_ray) == 4 and first_ray == first_sim
+
+
 def test_the_simulator_pauses_a_trial_while_another_is_starting():
     """The same rule in the simulator: with fewer trials than GPUs, trials still pause (their worker
     restarts them) at perturbation points that fall while an exploited trial restarts."""
