@@ -125,6 +125,31 @@ def cmd_slots(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_cluster_describe(args: argparse.Namespace) -> int:
+    """Write the cluster file of the running Ray cluster at --address."""
+    from hetune.real.describe import describe
+    from hetune.real.ray_init import init_ray
+    from hetune.sim.cluster import load_cluster
+    from hetune.sim.tomlfile import atomic_write_toml
+
+    out = Path(args.out)
+    claim_file(out, force=args.force, keep_flags="")  # refused before joining Ray
+    ray = init_ray(args.address)
+    try:
+        nodes = ray.nodes()
+    finally:
+        ray.shutdown()
+    try:
+        data, header = describe(nodes, args.name or out.stem)
+    except ValueError as exc:
+        raise ConfigError("--address", "", f"{args.address}: {exc}") from None
+    atomic_write_toml(out, data, header=header)
+    cluster = load_cluster(out)  # what calibrate and sweep will read: refused here if it would be there
+    kinds = ", ".join(f"{d} ({v.kind})" for d, v in sorted(cluster.devices.items()))
+    print(f"{len(cluster.nodes)} node group(s), device types {kinds} -> {out}")
+    return 0
+
+
 def cmd_compare(args: argparse.Namespace) -> int:
     """Compare a recorded real run with the simulator's prediction of it; writes fidelity.json."""
     from hetune.real.compare import compare, format_fidelity
@@ -195,6 +220,16 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
     p.add_argument("--strategy", default="tune-default")
     add_set_option(p)
     p.set_defaults(fn=cmd_slots)
+
+    p = sub.add_parser("cluster", help="your own Ray cluster as a cluster file")
+    csub = p.add_subparsers(dest="cluster_command", required=True)
+    c = csub.add_parser("describe", help="write the cluster file of a running Ray cluster (one device type "
+                                         "per kind of node), ready for calibrate --cluster")
+    c.add_argument("--address", required=True, help="the Ray cluster (host:port, or auto)")
+    c.add_argument("--out", required=True, help="the cluster file to write")
+    c.add_argument("--name", default="", help="the cluster's name (default: the file's stem)")
+    add_force_option(c, "cluster file")
+    c.set_defaults(fn=cmd_cluster_describe)
 
     p = sub.add_parser("compare", help="real run against the simulator's prediction of it")
     p.add_argument("run", help="a folder written by validate")

@@ -89,7 +89,7 @@ def kill_session(sid: int) -> None:
 
 
 @contextlib.contextmanager
-def ray_head_process(port: int, env: dict[str, str], settle_s: float = 2.0):
+def ray_head_process(port: int, env: dict[str, str], settle_s: float = 2.0, extra: tuple[str, ...] = ()):
     """A local Ray head (1 CPU) at 127.0.0.1:``port``, yielding its address.
 
     Started with ``ray start --head --block`` in its own session and stopped through that session
@@ -99,10 +99,11 @@ def ray_head_process(port: int, env: dict[str, str], settle_s: float = 2.0):
         port: the GCS port.
         env: the head's environment (HOME and RAY_AUTH_* decide its authentication).
         settle_s: seconds to wait after the port answers (the head's raylet joins a moment later).
+        extra: more ``ray start`` arguments (emulated GPUs and resources, say).
     """
     ray_bin = os.path.join(os.path.dirname(sys.executable), "ray")
     proc = subprocess.Popen([ray_bin, "start", "--head", f"--port={port}", "--num-cpus=1",
-                             "--include-dashboard=false", "--block"], env=env, start_new_session=True,
+                             "--include-dashboard=false", "--block", *extra], env=env, start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.time() + 90
