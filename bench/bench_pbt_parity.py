@@ -62,7 +62,10 @@ REAL_BASE = ['real.trainable="model"', "real.model_sleep=1", 'learning.kind="nqm
              "strategies.tune-default.cpus_per_trial=1", f"cluster.path={REPO / 'configs/clusters/local-4slots.toml'}"]
 REAL_SETTINGS: dict[str, tuple[str, list[str]]] = {
     "R1-pop3": ("population 3 on 4 slots, quantile 0.25, iterations every 10, async", ["experiment.population=3"]),
-    "R2-pop6-synch": ("population 6 on 4 slots (pauses), synchronous", ["experiment.population=6", "pbt.synch=true"]),
+    # more trials than slots: every perturbation point pauses trials and Tune restages them one at a
+    # time, the rule that moved tune-default's simulated numbers most
+    "R2-pop6": ("population 6 on 4 slots (pauses and restaging), quantile 0.25, iterations every 10, async",
+                ["experiment.population=6"]),
 }
 
 

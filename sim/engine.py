@@ -251,35 +251,42 @@ class Simulation(ExploitSteps, FaultSteps):
         if self.strategy.asks_when_started:
             self._dispatch()
 
-    def _run_chunk(self, w: Worker, t: Trial, wanted: int, restart: bool = False):
+    def _bring(self, w: Worker, t: Trial, restart: bool):
+        """Make ``t`` resident on ``w``: the worker's previous trial is paused, and ``t`` starts, or
+        restarts from its checkpoint, unless ``w`` already holds it in memory."""
         dm = w.model
         if restart and t.resident is w:  # Ray's PBT paused it at its perturbation point
             self._leave(t, w)
         # Switching: the trial this worker held is paused (its state is checkpointed).
         if w.resident is not None and w.resident is not t:
             self._leave(w.resident, w)
-        if t.resident is not w:
-            if t.resident is not None:  # held in memory by another, idle worker: release it
-                t.resident.resident = None
-            if not t.started:
-                yield self.env.timeout(dm.start_overhead_s)
+        if t.resident is w:
+            return
+        if t.resident is not None:  # held in memory by another, idle worker: release it
+            t.resident.resident = None
+        if not t.started:
+            yield self.env.timeout(dm.start_overhead_s)
+            self._started(t)
+            t.started = True
+            self._emit("trial_start", t, w, config=dict(t.config), duration_s=dm.start_overhead_s)
+        else:
+            assert t.ckpt is not None
+            copy_s = self._copy_s(dm, t.ckpt.node, w.node)
+            dur = dm.restart_s + copy_s + dm.load_s
+            if self.strategy.asks_when_started:  # it is up after restart_s, then restores
+                yield self.env.timeout(dm.restart_s)
                 self._started(t)
-                t.started = True
-                self._emit("trial_start", t, w, config=dict(t.config), duration_s=dm.start_overhead_s)
-            else:
-                assert t.ckpt is not None
-                copy_s = self._copy_s(dm, t.ckpt.node, w.node)
-                dur = dm.restart_s + copy_s + dm.load_s
-                if self.strategy.asks_when_started:  # it is up after restart_s, then restores
-                    yield self.env.timeout(dm.restart_s)
-                    self._started(t)
-                    yield self.env.timeout(copy_s + dm.load_s)
-                else:  # one timeout, so that the order of simultaneous events stays as it always was
-                    yield self.env.timeout(dur)
-                    self._started(t)
-                self._emit("resume", t, w, duration_s=dur, load_s=dm.load_s, copy_s=copy_s)
-            t.resident = w
-            w.resident = t
+                yield self.env.timeout(copy_s + dm.load_s)
+            else:  # one timeout, so that the order of simultaneous events stays as it always was
+                yield self.env.timeout(dur)
+                self._started(t)
+            self._emit("resume", t, w, duration_s=dur, load_s=dm.load_s, copy_s=copy_s)
+        t.resident = w
+        w.resident = t
+
+    def _run_chunk(self, w: Worker, t: Trial, wanted: int, restart: bool = False):
+        dm = w.model
+        yield from self._bring(w, t, restart)
         if self.hooks and t.last_step_s is not None and w.step_time_s != t.last_step_s:
             self._moved(t, w)
         t.last_step_s = w.step_time_s

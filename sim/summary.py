@@ -39,6 +39,23 @@ def summarize(events: Iterable[Mapping[str, Any]], target_accuracy: float,
         budget_cost: cost budget, dollars (0: none).
     """
     events = list(events)
+    out, alive, busy = _tally(events, target_accuracy)
+    cost = 0.0
+    for dev in sorted(alive):
+        hours = alive[dev] / 3600.0
+        out[f"device_hours_{dev}"] = round(hours, 6)
+        out[f"utilization_{dev}"] = round(busy[dev] / alive[dev], 6) if alive[dev] > 0 else 0.0
+        cost += hours * prices.get(dev, 0.0)
+    out["cost"] = round(cost, 6)
+    out["best_accuracy_at_budget"] = (best_at_budget(anytime_curve(events, prices), budget_s, budget_cost)
+                                      if budget_s or budget_cost else None)
+    return out
+
+
+def _tally(events: list[Mapping[str, Any]], target_accuracy: float
+           ) -> tuple[dict[str, Any], dict[str, float], dict[str, float]]:
+    """One pass over the events: the run-wide metrics, and per device type its alive and busy
+    device-seconds (a worker never removed counts to the end of the run)."""
     ttt: float | None = None
     best = 0.0
     makespan = 0.0
@@ -80,7 +97,7 @@ def summarize(events: Iterable[Mapping[str, Any]], target_accuracy: float,
             trials_failed += 1
     for _, (t0, dev, n) in added.items():  # workers never removed: count to the end
         alive[dev] += (makespan - t0) * n
-    out: dict[str, Any] = {
+    return {
         "time_to_target_s": None if ttt is None else round(ttt, 6),
         "makespan_s": round(makespan, 6),
         "best_accuracy": round(best, 6),
@@ -90,17 +107,7 @@ def summarize(events: Iterable[Mapping[str, Any]], target_accuracy: float,
         "lost_iterations": lost,
         "checkpoint_overhead_s": round(ckpt_s, 6),
         "migration_overhead_s": round(migration_s, 6),
-    }
-    cost = 0.0
-    for dev in sorted(alive):
-        hours = alive[dev] / 3600.0
-        out[f"device_hours_{dev}"] = round(hours, 6)
-        out[f"utilization_{dev}"] = round(busy[dev] / alive[dev], 6) if alive[dev] > 0 else 0.0
-        cost += hours * prices.get(dev, 0.0)
-    out["cost"] = round(cost, 6)
-    out["best_accuracy_at_budget"] = (best_at_budget(anytime_curve(events, prices), budget_s, budget_cost)
-                                      if budget_s or budget_cost else None)
-    return out
+    }, alive, busy
 
 
 def ttt_sort_key(value: float | None) -> float:
