@@ -100,6 +100,13 @@ def convert(tp: Any, value: Any, where: str, key: str) -> Any:
             raise ConfigError(where, key, f"must be a table, got {value!r}")
         _, val_tp = get_args(tp)
         return {str(k): convert(val_tp, v, where, _join(key, str(k))) for k, v in value.items()}
+    if tp in (bool, int, float, str):
+        return _scalar(tp, value, where, key)
+    raise TypeError(f"schema type {tp!r} is not supported")  # programming error, not input
+
+
+def _scalar(tp: type, value: Any, where: str, key: str) -> Any:
+    """``value`` as a bool, int (64-bit), finite float or str, or ConfigError naming ``key``."""
     if tp is bool:
         if not isinstance(value, bool):
             raise ConfigError(where, key, f"must be true or false, got {value!r}")
@@ -120,11 +127,9 @@ def convert(tp: Any, value: Any, where: str, key: str) -> Any:
         if not math.isfinite(number):
             raise ConfigError(where, key, f"must be a finite number, got {value!r}")
         return number
-    if tp is str:
-        if not isinstance(value, str):
-            raise ConfigError(where, key, f"must be a string, got {value!r}")
-        return value
-    raise TypeError(f"schema type {tp!r} is not supported")  # programming error, not input
+    if not isinstance(value, str):
+        raise ConfigError(where, key, f"must be a string, got {value!r}")
+    return value
 
 
 def from_mapping(cls: type[T], data: Mapping[str, Any], where: str, prefix: str = "") -> T:

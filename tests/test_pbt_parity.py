@@ -30,6 +30,7 @@ def _inputs(*extra):
     return load_inputs(EXP, BASE + list(extra))
 
 
+@pytest.mark.slow  # about 10 s each: 30 seeds of Ray's class under the stand-in and of the simulator
 @pytest.mark.parametrize("extra", [
     ["experiment.population=4"],
     ["experiment.population=8", "pbt.synch=true"],
@@ -110,6 +111,7 @@ def test_settings_outside_what_ray_accepts_get_one_line(tmp_path, args, key):
     assert not out.exists()
 
 
+@pytest.mark.slow
 def test_the_benchmark_writes_its_table_and_the_inputs_it_ran(tmp_path):
     out = tmp_path / "parity"
     r = subprocess.run([sys.executable, str(BENCH), "--seeds", "6", "--permutations", "100", "--settings", "A-pop4",
