@@ -52,6 +52,36 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+def _time_eval(model: Any, batch_at: Any, batch: int, eval_samples: int, dev: Any) -> float:
+    """Seconds of one evaluation pass over ``eval_samples`` images in batches of ``batch``."""
+    model.eval()
+    t0 = time.perf_counter()
+    with torch.no_grad():
+        done = 0
+        while done < eval_samples:
+            n = min(batch, eval_samples - done)
+            x, _ = batch_at(done // max(n, 1), n)
+            model(x)
+            done += n
+    _sync(dev)
+    return time.perf_counter() - t0
+
+
+def _time_save_load(model: Any, opt: Any, dev: Any) -> tuple[float, float, float]:
+    """Seconds to save and to load the model and optimizer state (in memory), and its size in MB."""
+    buf = io.BytesIO()
+    t0 = time.perf_counter()
+    torch.save({"model": model.state_dict(), "opt": opt.state_dict()}, buf)
+    save_s = time.perf_counter() - t0
+    size_mb = buf.tell() / 1e6
+    buf.seek(0)
+    t0 = time.perf_counter()
+    state = torch.load(buf, map_location=dev)
+    model.load_state_dict(state["model"])
+    opt.load_state_dict(state["opt"])
+    return save_s, time.perf_counter() - t0, size_mb
+
+
 def probe(model_name: str, num_classes: int, batch: int, steps: int, warmup: int = 2,
           device: str = "cpu", threads: int = 0, slowdown: float = 1.0, stem: str = "cifar",
           eval_samples: int = 1000, data: tuple[Any, Any] | None = None, seed: int = 0) -> dict[str, Any]:
@@ -114,28 +144,8 @@ def probe(model_name: str, num_classes: int, batch: int, steps: int, warmup: int
             time.sleep(dt * (slowdown - 1.0))
             dt *= slowdown
         times.append(dt)
-    model.eval()
-    t0 = time.perf_counter()
-    with torch.no_grad():
-        done = 0
-        while done < eval_samples:
-            n = min(batch, eval_samples - done)
-            x, _ = batch_at(done // max(n, 1), n)
-            model(x)
-            done += n
-    _sync(dev)
-    eval_s = (time.perf_counter() - t0) * slowdown
-    buf = io.BytesIO()
-    t0 = time.perf_counter()
-    torch.save({"model": model.state_dict(), "opt": opt.state_dict()}, buf)
-    save_s = time.perf_counter() - t0
-    size_mb = buf.tell() / 1e6
-    buf.seek(0)
-    t0 = time.perf_counter()
-    state = torch.load(buf, map_location=dev)
-    model.load_state_dict(state["model"])
-    opt.load_state_dict(state["opt"])
-    load_s = time.perf_counter() - t0
+    eval_s = _time_eval(model, batch_at, batch, eval_samples, dev) * slowdown
+    save_s, load_s, size_mb = _time_save_load(model, opt, dev)
     name = torch.cuda.get_device_name(dev) if dev.type == "cuda" else f"cpu ({os.cpu_count()} cores visible)"
     return asdict(ProbeResult(times, eval_s, save_s, load_s, size_mb, socket.gethostname(), name,
                               torch.get_num_threads(), build_s,

@@ -176,15 +176,7 @@ def run_calibration(req: CalibrateRequest, report: Callable[[str], None] = print
                  for r in range(req.repeat)]
         cells += _scaling_cells(cluster, targets, req)
         extras_raw: dict[tuple[str, str], list[dict[str, Any]]] = {}
-        provenance = {
-            "source": "measured", "host": platform.node(), "date": dt.date.today().isoformat(),
-            "data": f"CIFAR from {req.data_dir}" if req.data_dir else "synthetic CIFAR-shaped batches",
-            "stem": req.stem, "steps": req.steps, "warmup": req.warmup, "repeat": req.repeat,
-            "emulated": ", ".join(f"{t.device} = slowed {t.slowdown:g}x on purpose" for t in targets if t.slowdown > 1)
-                        or "none",
-            "load": ("under load: every cell timed while the cluster's other worker slots trained "
-                     "(calibrate/load.py)") if req.under_load else "idle: every cell timed alone",
-            **_versions(ray)}
+        provenance = _provenance(req, targets, ray)
         device_names: dict[str, str] = {}
         total = len(cells)
         for i, (t, model, batch, rep, heldout, name) in enumerate(cells):
@@ -196,38 +188,21 @@ def run_calibration(req: CalibrateRequest, report: Callable[[str], None] = print
             if not t.found:
                 samples.append(Sample(model, name, batch, ok=False, reason=t.reason, repeat=rep, heldout=heldout))
                 continue
-            # max_calls=1: every cell gets a fresh worker process, so start_overhead_s includes what a
-            # Ray Tune trial (re)start pays: process start, torch import, model build.
-            remote = ray.remote(num_cpus=t.num_cpus, num_gpus=t.num_gpus, resources=t.resources or None,
-                                max_retries=0, max_calls=1)(_probe_task)
-            t0 = time.perf_counter()
             try:
-                with _load(req, ray, cluster, t, model, batch):
-                    t0 = time.perf_counter()  # the load's start-up is not the cell's start overhead
-                    res = ray.get(remote.remote(model, batch, req.steps, req.warmup, t, req.stem,
-                                                data_ref.get(model), rep))
+                res, wall = _time_cell(req, ray, cluster, t, model, batch, rep, data_ref.get(model))
             except Exception as exc:  # OOM at a large batch, a lost node: record and go on
                 reason = str(getattr(exc, "cause", None) or exc).strip().splitlines()[-1][:200]
                 samples.append(Sample(model, name, batch, ok=False, reason=reason, repeat=rep, heldout=heldout))
                 report(f"warning: cell {desc} failed: {reason}")
                 _write(req, samples, extras_raw, provenance, device_names, base)
                 continue
-            wall = time.perf_counter() - t0
             steps = res["step_times_s"]
             mean = statistics.fmean(steps)
             samples.append(Sample(model, name, batch, round(mean, 6), True, "", rep,
                                   round((max(steps) - min(steps)) / mean, 4), heldout))
             device_names[t.device] = res["device_name"]
-            if name != t.device:  # a thread-scaling cell: its step time only
-                _write(req, samples, extras_raw, provenance, device_names, base)
-                continue
-            # start overhead: whatever the task's wall time was beyond the measured work
-            worked = sum(steps) * (1 + req.warmup / req.steps) + res["eval_s"] + res["save_s"] + res["load_s"]
-            extras_raw.setdefault((model, t.device), []).append({
-                "eval_s": res["eval_s"] * 10_000 / min(1000, max(batch, 256)),  # scaled to the 10,000-image test set
-                "checkpoint_mb": res["checkpoint_mb"], "save_s": res["save_s"], "load_s": res["load_s"],
-                "start_overhead_s": max(0.0, wall - worked), "cores": t.num_cpus, "kind": t.kind,
-                "gradient_mb": 4 * res["params"] / 1e6})
+            if name == t.device:  # not a thread-scaling cell (those give their step time only)
+                extras_raw.setdefault((model, t.device), []).append(_cell_extras(req, t, batch, res, wall))
             _write(req, samples, extras_raw, provenance, device_names, base)
         overheads = _measure_overheads(req, [t for t in targets if t.found], base, report,
                                        lambda t, model, batch: _load(req, ray, cluster, t, model, batch))
@@ -242,6 +217,43 @@ def run_calibration(req: CalibrateRequest, report: Callable[[str], None] = print
     fits = {k: v for k, v in fit_cells(samples).items() if "@" not in k[1]}  # not the thread-scaling cells
     return {"missing": [t.device for t in missing], "fits": fits, "holdout": holdout_errors(samples, fits),
             "spread": _repeat_spread(samples), "warnings": data[1], "failed": [s for s in samples if not s.ok]}
+
+
+def _provenance(req: CalibrateRequest, targets: list[Any], ray: Any) -> dict[str, Any]:
+    """Where the calibration's numbers come from: host, date, data, settings, emulation, load, versions."""
+    return {
+        "source": "measured", "host": platform.node(), "date": dt.date.today().isoformat(),
+        "data": f"CIFAR from {req.data_dir}" if req.data_dir else "synthetic CIFAR-shaped batches",
+        "stem": req.stem, "steps": req.steps, "warmup": req.warmup, "repeat": req.repeat,
+        "emulated": ", ".join(f"{t.device} = slowed {t.slowdown:g}x on purpose" for t in targets if t.slowdown > 1)
+                    or "none",
+        "load": ("under load: every cell timed while the cluster's other worker slots trained "
+                 "(calibrate/load.py)") if req.under_load else "idle: every cell timed alone",
+        **_versions(ray)}
+
+
+def _time_cell(req: CalibrateRequest, ray: Any, cluster: Any, t: Any, model: str, batch: int, rep: int,
+               data: Any) -> tuple[dict[str, Any], float]:
+    """One cell's probe on its device type (under load when asked): the probe's result and its wall seconds."""
+    # max_calls=1: every cell gets a fresh worker process, so start_overhead_s includes what a
+    # Ray Tune trial (re)start pays: process start, torch import, model build.
+    remote = ray.remote(num_cpus=t.num_cpus, num_gpus=t.num_gpus, resources=t.resources or None,
+                        max_retries=0, max_calls=1)(_probe_task)
+    with _load(req, ray, cluster, t, model, batch):
+        t0 = time.perf_counter()  # the load's start-up is not the cell's start overhead
+        res = ray.get(remote.remote(model, batch, req.steps, req.warmup, t, req.stem, data, rep))
+    return res, time.perf_counter() - t0
+
+
+def _cell_extras(req: CalibrateRequest, t: Any, batch: int, res: dict[str, Any], wall: float) -> dict[str, Any]:
+    """A cell's costs beside its step time: evaluation (scaled to the 10,000-image test set), checkpoint
+    size, save and load, and its start overhead (the task's wall time beyond the measured work)."""
+    steps = res["step_times_s"]
+    worked = sum(steps) * (1 + req.warmup / req.steps) + res["eval_s"] + res["save_s"] + res["load_s"]
+    return {"eval_s": res["eval_s"] * 10_000 / min(1000, max(batch, 256)),
+            "checkpoint_mb": res["checkpoint_mb"], "save_s": res["save_s"], "load_s": res["load_s"],
+            "start_overhead_s": max(0.0, wall - worked), "cores": t.num_cpus, "kind": t.kind,
+            "gradient_mb": 4 * res["params"] / 1e6}
 
 
 def _repeat_spread(samples: list[Sample]) -> list[dict[str, Any]]:
