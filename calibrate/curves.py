@@ -147,17 +147,7 @@ def fit_curves(runs: list[Run], chance: float, diverge_lr: float = 50.0,
     batches = sorted({r.batch for r in runs if r.batch})
     ref = float(batches[0]) if batches else 1.0
     several = len(batches) > 1
-    g = _mesh(GRID)
-    best, *_ = _best(runs, _full(g, diverge_lr=np.inf, noise_batch=noise_batch, shape=1.0), chance, ref)
-    # coordinate descent: the shape with max_accuracy and tau, then the noise scale alone (several
-    # batch sizes), then the curve again at them
-    h = _mesh({"shape": SHAPE_GRID, "tau_iterations": GRID["tau_iterations"], "max_accuracy": GRID["max_accuracy"]})
-    best, *_ = _best(runs, _full(h, **{k: v for k, v in best.items() if k not in h}), chance, ref)
-    if several:
-        h = {k: np.full(len(NOISE_BATCH_GRID), v) for k, v in best.items()}
-        best, *_ = _best(runs, dict(h, noise_batch=NOISE_BATCH_GRID), chance, ref)
-    best, *_ = _best(runs, _full(g, diverge_lr=np.inf, noise_batch=best["noise_batch"], shape=best["shape"]),
-                     chance, ref)
+    best = _coarse(runs, chance, ref, several, noise_batch)
     axes = dict(GRID, shape=SHAPE_GRID, **({"noise_batch": NOISE_BATCH_GRID} if several else {}))
     # 2. divergence: candidates above the optimum, and "none" (inf)
     cands = np.append(best["lr_opt"] * DIVERGE_STEPS, np.inf)
@@ -190,6 +180,21 @@ def fit_curves(runs: list[Run], chance: float, diverge_lr: float = 50.0,
         noise_std=min(noise, rmse), ref_batch=ref if several else 0.0, noise_batch=best["noise_batch"])
     return params, {"points": n, "rmse": rmse, "noise_pairs": pairs, "batches": batches,
                     "diverge_identified": identified, "noise_batch_fitted": several}
+
+
+def _coarse(runs: list[Run], chance: float, ref: float, several: bool, noise_batch: float) -> dict[str, float]:
+    """Step 1 of fit_curves: the coarse grid, no divergence, shape 1; then by coordinate descent the
+    shape with max_accuracy and tau, the noise scale alone (several batch sizes), and the grid again."""
+    g = _mesh(GRID)
+    best, *_ = _best(runs, _full(g, diverge_lr=np.inf, noise_batch=noise_batch, shape=1.0), chance, ref)
+    h = _mesh({"shape": SHAPE_GRID, "tau_iterations": GRID["tau_iterations"], "max_accuracy": GRID["max_accuracy"]})
+    best, *_ = _best(runs, _full(h, **{k: v for k, v in best.items() if k not in h}), chance, ref)
+    if several:
+        h = {k: np.full(len(NOISE_BATCH_GRID), v) for k, v in best.items()}
+        best, *_ = _best(runs, dict(h, noise_batch=NOISE_BATCH_GRID), chance, ref)
+    best, *_ = _best(runs, _full(g, diverge_lr=np.inf, noise_batch=best["noise_batch"], shape=best["shape"]),
+                     chance, ref)
+    return best
 
 
 def _max_lr_eff(runs: list[Run], best: dict[str, float], ref: float) -> float:

@@ -165,12 +165,7 @@ def run_calibration(req: CalibrateRequest, report: Callable[[str], None] = print
         missing = [t for t in targets if not t.found]
         for t in missing:
             report(f"warning: device type {t.device!r} of {req.cluster} is not in the Ray cluster: {t.reason}")
-        data_ref: dict[str, Any] = {}
-        if req.data_dir:
-            from hetune.real.cifar import load_cifar
-            need = max(req.batch_sizes + req.holdout) * (req.steps + req.warmup)
-            for m in req.models:
-                data_ref[m] = ray.put(load_cifar(req.data_dir, DATASET[m], "train", limit=need))
+        data_ref = _put_data(req, ray)
         cells = [(t, m, b, r, b in req.holdout and b not in req.batch_sizes, t.device)
                  for t in targets for m in req.models for b in sorted(set(req.batch_sizes + req.holdout))
                  for r in range(req.repeat)]
@@ -217,6 +212,16 @@ def run_calibration(req: CalibrateRequest, report: Callable[[str], None] = print
     fits = {k: v for k, v in fit_cells(samples).items() if "@" not in k[1]}  # not the thread-scaling cells
     return {"missing": [t.device for t in missing], "fits": fits, "holdout": holdout_errors(samples, fits),
             "spread": _repeat_spread(samples), "warnings": data[1], "failed": [s for s in samples if not s.ok]}
+
+
+def _put_data(req: CalibrateRequest, ray: Any) -> dict[str, Any]:
+    """Per model, a Ray object holding the CIFAR images its cells train on (none: synthetic batches)."""
+    if not req.data_dir:
+        return {}
+    from hetune.real.cifar import load_cifar
+
+    need = max(req.batch_sizes + req.holdout) * (req.steps + req.warmup)
+    return {m: ray.put(load_cifar(req.data_dir, DATASET[m], "train", limit=need)) for m in req.models}
 
 
 def _provenance(req: CalibrateRequest, targets: list[Any], ray: Any) -> dict[str, Any]:

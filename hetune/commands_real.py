@@ -159,7 +159,14 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
-    """Add calibrate, calibrate-curves, validate and compare to the parser."""
+    """Add calibrate, calibrate-curves, validate, slots, cluster describe and compare to the parser."""
+    _register_calibrate(sub)
+    _register_validate(sub)
+    _register_cluster(sub)
+
+
+def _register_calibrate(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    """calibrate and calibrate-curves: what measures the machines and the learning."""
     p = sub.add_parser("calibrate", help="measure step times through Ray and fit the simulator's models")
     p.add_argument("--cluster", default=str(shipped("clusters/local.toml")),
                    help="cluster config naming the device types")
@@ -196,6 +203,9 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
     p.add_argument("--dataset", default="cifar10", choices=["cifar10", "cifar100"])
     p.set_defaults(fn=cmd_curves)
 
+
+def _register_validate(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    """validate: a strategy as a real Ray Tune run."""
     p = sub.add_parser("validate", help="run a strategy as a real Ray Tune PBT run, recorded as events")
     p.add_argument("experiment")
     p.add_argument("--strategy", default="best", help="a strategy, or best (the latest sweep's best)")
@@ -215,6 +225,9 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
     add_set_option(p)
     p.set_defaults(fn=cmd_validate)  # torch only for real.trainable = "network" (cmd_validate checks)
 
+
+def _register_cluster(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    """slots, cluster describe and compare: a Ray cluster's resources and a recorded run's judgement."""
     p = sub.add_parser("slots", help="the `ray start --resources` each node needs for a strategy's workers")
     p.add_argument("experiment")
     p.add_argument("--strategy", default="tune-default")
