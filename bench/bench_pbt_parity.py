@@ -58,7 +58,7 @@ SETTINGS: dict[str, tuple[str, list[str]]] = {
 # calibrated step times, 4 one-core slots of one emulated device type
 REAL_EXP = REPO / "configs/experiments/smoke-local.toml"
 REAL_BASE = ['real.trainable="model"', "real.model_sleep=1", 'learning.kind="nqm"', "experiment.stop_iterations=60",
-             "experiment.budget_s=1000000000", "experiment.target_accuracy=0.25",
+             "experiment.budget_s=1000000000", "experiment.target_accuracy=0.3",
              "strategies.tune-default.cpus_per_trial=1", f"cluster.path={REPO / 'configs/clusters/local-4slots.toml'}"]
 REAL_SETTINGS: dict[str, tuple[str, list[str]]] = {
     "R1-pop3": ("population 3 on 4 slots, quantile 0.25, iterations every 10, async", ["experiment.population=3"]),
@@ -195,10 +195,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--real", type=int, default=0, help="seeds of Ray Tune for real per real setting (0: none)")
     ap.add_argument("--real-seeds-sim", type=int, default=200)
     ap.add_argument("--out", type=Path, default=REPO / "results/pbt-parity")
+    ap.add_argument("--from-outcomes", nargs="+", type=Path, metavar="OUTCOMES_JSON",
+                    help="run nothing: test again the outcomes.json of earlier runs (a later file's setting "
+                         "replaces an earlier one's), copying their inputs/ folders")
     args = ap.parse_args(argv)
-    from hetune.real.pbt_parity import as_row, compare
     from hetune.real.provenance import this_host
-    from hetune.sim.permutation import holm
+
+    if args.from_outcomes:
+        return _recompute(args)
 
     unknown = [s for s in args.settings if s not in SETTINGS]
     if unknown:
@@ -223,38 +227,84 @@ def main(argv: list[str] | None = None) -> int:
             real = name in REAL_SETTINGS
             seeds = args.real_seeds_sim if real else args.seeds
             out = _outcomes(exp, overrides, seeds, args.jobs, pool, 0 if real else args.first_seed)
-            for c in compare(out["ray"], out["sim"], args.permutations, seed=len(rows)):
-                rows.append(as_row(name, c))
             if real:
                 out["tune"] = _real_outcomes(name, overrides, args.real, Path(scratch))
-                for other in ("sim", "ray"):  # real Ray Tune against each engine's distribution
-                    for c in compare(out["tune"], out[other], args.permutations, seed=len(rows)):
-                        rows.append({**as_row(f"{name} real-vs-{other}", c), "ray_is": "Ray Tune for real"})
             portable = [o.replace(f"{REPO}/", "").replace(f"{args.out}/", "") for o in overrides]
             runs[name] = {"description": desc, "overrides": portable,
                           **{k: [asdict(o) for o in v] for k, v in out.items()}}
             print(f"{name}: {seeds} seeds, {time.time() - t0:.0f} s", file=sys.stderr)
-    tested = [r for r in rows if not math.isnan(r["p_value"])]
-    for r, rej in zip(tested, holm([r["p_value"] for r in tested], 0.05)):
-        r["rejected"] = rej
+    rows = _rows(runs, args.permutations)
     shipped = [EXP, CLUSTER, REPO / "configs/calibration/reference.toml"]
     if args.real:
         shipped += [REAL_EXP, REPO / "configs/clusters/local-4slots.toml", REPO / "configs/clusters/local.toml",
                     REPO / "configs/calibration/local.toml"]
     for f in shipped:
         shutil.copy2(f, inputs_dir / f.name)
-    meta = {"command": "python bench/bench_pbt_parity.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-            "host": this_host(), "seeds": args.seeds, "first_seed": args.first_seed,
-            "permutations": args.permutations,
-            "wall_s": round(time.time() - t0, 1),
-            "family_wise_alpha": 0.05, "tests": len(tested), "rejected": sum(r["rejected"] for r in tested)}
-    (args.out / "table.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n")
-    (args.out / "outcomes.json").write_text(json.dumps(runs) + "\n")
-    head = (f"{meta['command']}\nhost {meta['host'].get('host', '?')}, {args.seeds} seeds per setting, "
-            f"{args.permutations} permutations, Holm at a family-wise 5% over {meta['tests']} tests: "
+    meta = {"command": _command(argv), "host": this_host(), "seeds": args.seeds, "first_seed": args.first_seed,
+            "permutations": args.permutations, "wall_s": round(time.time() - t0, 1)}
+    _write_results(args.out, meta, rows, runs)
+    return 0
+
+
+def _command(argv: list[str] | None) -> str:
+    return "python bench/bench_pbt_parity.py " + " ".join(argv if argv is not None else sys.argv[1:])
+
+
+def _rows(runs: dict[str, dict], permutations: int) -> list[dict]:
+    """Every test of every setting (Ray against the simulator; for real settings, Ray Tune for real against
+    each engine), Holm's correction across all of them at a family-wise 5%."""
+    from hetune.real.pbt_parity import Outcome, as_row, compare
+    from hetune.sim.permutation import holm
+
+    def outcome(o: dict) -> Outcome:  # seconds to the millisecond, as recorded since (pbt_parity._first_reach)
+        return Outcome(**{k: round(v, 3) if k in ("time_s", "makespan_s") and math.isfinite(v) else v
+                          for k, v in o.items()})
+
+    rows: list[dict] = []
+    for name, run in runs.items():
+        out = {k: [outcome(o) for o in run[k]] for k in ("ray", "sim", "tune") if k in run}
+        for c in compare(out["ray"], out["sim"], permutations, seed=len(rows)):
+            rows.append(as_row(name, c))
+        if "tune" in out:
+            for other in ("sim", "ray"):  # real Ray Tune against each engine's distribution
+                for c in compare(out["tune"], out[other], permutations, seed=len(rows)):
+                    rows.append({**as_row(f"{name} real-vs-{other}", c), "ray_is": "Ray Tune for real"})
+    for r, rej in zip(rows, holm([r["p_value"] for r in rows], 0.05)):
+        r["rejected"] = rej
+    return rows
+
+
+def _write_results(out: Path, meta: dict, rows: list[dict], runs: dict[str, dict]) -> None:
+    meta = {**meta, "family_wise_alpha": 0.05, "tests": len(rows), "rejected": sum(r["rejected"] for r in rows)}
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "table.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n")
+    (out / "outcomes.json").write_text(json.dumps(runs) + "\n")
+    head = (f"{meta['command']}\nhost {meta['host'].get('host', '?')}, {meta['seeds']} seeds per setting, "
+            f"{meta['permutations']} permutations, Holm at a family-wise 5% over {meta['tests']} tests: "
             f"{meta['rejected']} rejected; {meta['wall_s']} s\n\n")
-    (args.out / "table.md").write_text(head + _table(rows) + "\n")
+    (out / "table.md").write_text(head + _table(rows) + "\n")
     print(head + _table(rows))
+
+
+def _recompute(args: argparse.Namespace) -> int:
+    """--from-outcomes: the tests again on recorded outcomes, nothing run."""
+    runs: dict[str, dict] = {}
+    metas = []
+    for f in args.from_outcomes:
+        try:
+            runs.update(json.loads(f.read_text()))
+            metas.append(json.loads((f.parent / "table.json").read_text())["meta"])
+        except (OSError, ValueError, KeyError) as exc:
+            return _fail(f"--from-outcomes: {f}: not the outcomes.json of a run ({type(exc).__name__}: {exc})")
+        src = f.parent / "inputs"
+        if src.is_dir() and src.resolve() != (args.out / "inputs").resolve():
+            shutil.copytree(src, args.out / "inputs", dirs_exist_ok=True)
+    t0 = time.time()
+    rows = _rows(runs, args.permutations)
+    meta = {"command": _command(None), "recomputed_from": [m["command"] for m in metas], "host": metas[-1]["host"],
+            "seeds": metas[0]["seeds"], "first_seed": metas[0].get("first_seed", 0),
+            "permutations": args.permutations, "wall_s": round(sum(m["wall_s"] for m in metas) + time.time() - t0, 1)}
+    _write_results(args.out, meta, rows, runs)
     return 0
 
 

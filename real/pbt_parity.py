@@ -9,7 +9,8 @@ the same initial configurations and trial streams); per run we keep what a PBT u
 - ``exploits``: exploits per trial;
 - ``best``: the best final accuracy (each trial's last evaluation, the best of them);
 - ``high_iterations``: as ``iterations`` for a target of 0.88 (HIGH_TARGET), which many runs never
-  reach: ``never_high`` is the share of runs that do not.
+  reach: ``never_high`` is the share of runs that do not;
+- ``makespan_s``: when the last trial stopped, seconds (what restaging and pauses cost).
 
 ``compare`` tests, per metric, whether the two engines' samples share one distribution, with
 permutation tests (sim/permutation.py: valid on discrete, tied data), and reports effect sizes beside
@@ -29,7 +30,7 @@ from hetune.sim.engine import simulate
 from hetune.sim.loader import RunInputs
 from hetune.sim.permutation import chi_square_test, ks_test, mean_test
 
-METRICS = ("iterations", "time_s", "exploits", "best", "high_iterations")
+METRICS = ("iterations", "time_s", "exploits", "best", "high_iterations", "makespan_s")
 HIGH_TARGET = 0.88  # above what any constant configuration reaches at 1,000 iterations: many runs never do
 
 
@@ -42,12 +43,15 @@ class Outcome:
     exploits: float
     best: float
     high_iterations: float = math.inf
+    makespan_s: float = math.nan  # when the last trial stopped (NaN in outcomes recorded without it)
 
 
 def _first_reach(readings: Iterable[tuple[float, int, float]], target: float) -> tuple[float, float]:
     for t, iteration, acc in readings:
         if acc >= target:
-            return float(iteration), float(t)
+            # milliseconds: the engines add the same seconds in different orders, and a KS test
+            # would tell 6.053000001 from 6.053 (the events themselves are rounded to microseconds)
+            return float(iteration), round(float(t), 3)
     return math.inf, math.inf
 
 
@@ -76,7 +80,9 @@ def events_outcome(events: Sequence[dict[str, Any]], target: float, population: 
     iterations, time_s = _first_reach(readings, target)
     exploits = sum(1 for e in events if e["kind"] == "exploit")
     best = max(e["accuracy"] for e in events if e["kind"] == "stop")
-    return Outcome(iterations, time_s, exploits / population, best, _first_reach(readings, HIGH_TARGET)[0])
+    makespan = max(float(e["t"]) for e in events if e["kind"] == "stop")
+    return Outcome(iterations, time_s, exploits / population, best, _first_reach(readings, HIGH_TARGET)[0],
+                   round(makespan, 3))
 
 
 def standin_outcome(inputs: RunInputs, seed: int) -> Outcome:
@@ -88,7 +94,7 @@ def standin_outcome(inputs: RunInputs, seed: int) -> Outcome:
     readings = [(t, n, a) for t, _, n, a in run.readings]
     iterations, time_s = _first_reach(readings, info.target_accuracy)
     return Outcome(iterations, time_s, run.exploits / info.population, max(run.final.values()),
-                   _first_reach(readings, HIGH_TARGET)[0])
+                   _first_reach(readings, HIGH_TARGET)[0], round(run.makespan_s, 3))
 
 
 @dataclass(frozen=True)
@@ -142,14 +148,16 @@ def compare(ray: Sequence[Outcome], sim: Sequence[Outcome], permutations: int = 
 
     for i, name in enumerate(METRICS):
         a, b = col(ray, name), col(sim, name)
-        if name in ("iterations", "time_s", "high_iterations"):
+        if any(math.isnan(x) for x in a + b):
+            continue  # not recorded by one engine (outcomes kept from before the metric existed)
+        if name in ("iterations", "time_s", "high_iterations", "makespan_s"):
             summary_a, summary_b = _median_reached(a), _median_reached(b)
         else:
             summary_a, summary_b = float(np.mean(a)), float(np.mean(b))
         test = ks_test(a, b, permutations, seed + i)
         pct = None
         means: tuple[float | None, float | None] = (None, None)
-        if name in ("iterations", "time_s", "high_iterations"):
+        if name in ("iterations", "time_s", "high_iterations", "makespan_s"):
             means = (_mean_reached(a), _mean_reached(b))
             if math.isfinite(summary_a) and summary_a > 0:
                 pct = 100.0 * (summary_b - summary_a) / summary_a

@@ -8,6 +8,7 @@ small settings, enough to catch a gross divergence (the simulator once took 1,51
 
 from __future__ import annotations
 
+import json
 import math
 import subprocess
 import sys
@@ -121,4 +122,12 @@ def test_the_benchmark_writes_its_table_and_the_inputs_it_ran(tmp_path):
     assert "A-pop4" in table and "Holm" in table
     assert {p.name for p in (out / "inputs").iterdir()} == {"pbt-resnet18-cifar10.toml", "v100x8.toml",
                                                             "reference.toml"}
-    assert not math.isnan(float(__import__("json").loads((out / "table.json").read_text())["rows"][0]["p_value"]))
+    first = json.loads((out / "table.json").read_text())
+    assert not math.isnan(float(first["rows"][0]["p_value"]))
+    # the tests again from the recorded outcomes, nothing run: the same table
+    again = tmp_path / "again"
+    r = subprocess.run([sys.executable, str(BENCH), "--from-outcomes", str(out / "outcomes.json"), "--permutations",
+                        "100", "--out", str(again)], capture_output=True, text=True, cwd=REPO)
+    assert r.returncode == 0, r.stderr
+    assert json.loads((again / "table.json").read_text())["rows"] == first["rows"]
+    assert (again / "inputs" / "v100x8.toml").is_file()
