@@ -77,3 +77,12 @@ def test_describe_a_running_head_then_sweep_on_it(tmp_path, ray_address_file):
                             "--seeds", "1", "--quiet", "--set", f"cluster.path={out}", "--out", str(tmp_path / "s")],
                            capture_output=True, text=True, cwd=REPO, timeout=300)
     assert sweep.returncode == 0, sweep.stderr[-1500:]
+
+
+def test_an_existing_file_is_kept_unless_force(tmp_path):
+    out = tmp_path / "mine.toml"
+    out.write_text("# mine\n")
+    r = subprocess.run([sys.executable, "-m", "hetune.cli", "cluster", "describe", "--address", "127.0.0.1:1",
+                        "--out", str(out)], capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "--force" in r.stderr
+    assert out.read_text() == "# mine\n"
