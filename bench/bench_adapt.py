@@ -40,6 +40,7 @@ from __future__ import annotations
 import argparse
 import tempfile
 import time
+from typing import Any
 from pathlib import Path
 
 
@@ -127,7 +128,7 @@ def fine_tuning(tables: dict[str, Table], seeds: range, budgets: tuple[int, ...]
                   f"| {max(ranks)} | {sum(secs) / len(secs):.2f} |", flush=True)
 
 
-def main() -> None:
+def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser()
     ap.add_argument("folder", nargs="?", default="results/adapt")
     ap.add_argument("--seeds", type=int, default=5)
@@ -152,7 +153,11 @@ def main() -> None:
                          "averaged: a variance-reduction trial, not what `hetune adapt learn` does")
     ap.add_argument("--finetune", action="store_true",
                     help="only the fine-tuning table: a few episodes from another scenario's policy vs from scratch")
-    args = ap.parse_args()
+    return ap
+
+
+def main() -> None:
+    args = _parser().parse_args()
     if args.clocks:
         clocks([Path(p) for p in args.clocks])
         return
@@ -190,6 +195,25 @@ def main() -> None:
         """Whether ``seq`` is within noise of table ``name``'s best (None on pooled tables: no per-repeat data)."""
         return None if args.merge else seq in indistinct(folder / f"{name}.csv")[0]
 
+    _learned(tables, seeds, near_best, args.merge)
+    _left_out(tables, seeds, near_best, args.ensemble)
+    _fixed(tables)
+    if not args.merge:
+        print()
+        near_best_transfer(tables, folder)
+    print()
+    folders = [folder] + ([Path(args.replicate)] if args.replicate else [])
+    print("| table | " + " | ".join(f"sequences within 2 standard errors of the best, {f}" for f in folders) + " |")
+    print("|---|" + "---|" * len(folders))
+    for n in NAMES:  # of each build on its own (a pooled table has no per-repeat accuracies)
+        print(f"| {n} | " + " | ".join(plateau(f / f"{n}.csv") for f in folders) + " |")
+    if args.convnet3:
+        print()
+        other_model(tables, Path(args.convnet3), seeds)
+
+
+def _learned(tables: dict, seeds: range, near_best: Any, merged_tables: bool) -> None:
+    """Per scenario: a policy learned on it, its rank there and its transfer to the other four."""
     print("| scenario | best (acc) | no-adaptation rank | learned rank, seed 0 | seeds 0-%d | seconds (max) "
           "| transfer ranks, seed 0 | transfer worst, seeds 0-%d | its best replayed, worst "
           "| transfer picks within noise of the best, seed 0 |" % (seeds[-1], seeds[-1]))
@@ -207,26 +231,34 @@ def main() -> None:
             if seed == 0:
                 transfer0 = ", ".join(f"{m}: {r}" for m, r in tr.items())
                 near = [near_best(seq, m) for m, seq in picks.items()]
-                close = "n/a (pooled)" if args.merge else f"{sum(map(bool, near))} of 4"
+                close = "n/a (pooled)" if merged_tables else f"{sum(map(bool, near))} of 4"
         best = t.best()
         print(f"| {n} | {''.join(map(str, best.actions))} ({best.acc:.3f}) | {t.rank(NO_ADAPTATION)} | {ranks[0]} "
               f"| {' '.join(map(str, ranks))} | {max(secs):.1f} | {transfer0} | {' '.join(map(str, worst))} "
               f"| {lookup_transfer(t, [tables[m] for m in NAMES if m != n])} | {close} |",
               flush=True)
     print()
+
+
+def _left_out(tables: dict, seeds: range, near_best: Any, k: int) -> None:
+    """Per scenario: the policy learned on the other four, played on it."""
     print("| left out | rank, seed 0 | seeds 0-%d | seeds in the top 5 | within noise of its best, seed 0 "
           "| pooled best of the 4, rank | the neighbours' bests, ranks |" % seeds[-1])
     print("|---|---:|---|---:|---|---:|---|")
     for n in NAMES:
         ranks, rest = [], [tables[m] for m in NAMES if m != n]
         for seed in seeds:
-            pick = greedy(ensemble(rest, seed, args.ensemble), tables[n])
+            pick = greedy(ensemble(rest, seed, k), tables[n])
             ranks.append(tables[n].rank(pick))
             if seed == 0:
                 close = {None: "n/a (pooled)", True: "yes", False: "no"}[near_best(pick, n)]
         print(f"| {n} | {ranks[0]} | {' '.join(map(str, ranks))} | {sum(r <= 5 for r in ranks)} of {len(ranks)} "
               f"| {close} | {tables[n].rank(pooled_lookup(rest))} | {neighbours_best(tables, n)} |", flush=True)
     print()
+
+
+def _fixed(tables: dict) -> None:
+    """The best single sequence over all tables but one, and over all five."""
     print("| tables | best single sequence | its worst rank over them |")
     print("|---|---|---:|")
     for n in NAMES:
@@ -234,18 +266,6 @@ def main() -> None:
         print(f"| all but {n} | {''.join(map(str, seq))} | {worst} |")
     seq, worst = best_fixed(list(tables.values()))
     print(f"| all 5 | {''.join(map(str, seq))} | {worst} |")
-    if not args.merge:
-        print()
-        near_best_transfer(tables, folder)
-    print()
-    folders = [folder] + ([Path(args.replicate)] if args.replicate else [])
-    print("| table | " + " | ".join(f"sequences within 2 standard errors of the best, {f}" for f in folders) + " |")
-    print("|---|" + "---|" * len(folders))
-    for n in NAMES:  # of each build on its own (a pooled table has no per-repeat accuracies)
-        print(f"| {n} | " + " | ".join(plateau(f / f"{n}.csv") for f in folders) + " |")
-    if args.convnet3:
-        print()
-        other_model(tables, Path(args.convnet3), seeds)
 
 
 if __name__ == "__main__":
