@@ -66,18 +66,17 @@ def _ranges(cls: type) -> dict[str, list[str]]:
 
 
 def _type_name(tp: Any) -> str:
+    """The loader's own wording of a type (what its error messages say), with containers spelled out."""
+    from hetune.sim.schema import type_name
+
     origin, args = typing.get_origin(tp), typing.get_args(tp)
-    if origin is typing.Literal:
-        return " \\| ".join(repr(a).replace("'", '"') for a in args)
-    if origin in (dict,):
+    if origin is dict:
         return f"table of {_type_name(args[1])}" if args else "table"
     if origin in (tuple, list):
         return f"array of {_type_name(args[0])}" if args else "array"
     if origin is typing.Union or str(origin) == "<class 'types.UnionType'>":
         return " or ".join(_type_name(a) for a in args if a is not type(None))
-    if dataclasses.is_dataclass(tp):
-        return "table"
-    return getattr(tp, "__name__", str(tp))
+    return type_name(tp)
 
 
 def _default(f: dataclasses.Field) -> str:

@@ -26,6 +26,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
+from hetune.sim import strategies
 from hetune.sim.engine import simulate
 from hetune.sim.loader import RunInputs
 from hetune.sim.permutation import chi_square_test, ks_test, mean_test
@@ -56,8 +57,8 @@ def _first_reach(readings: Iterable[tuple[float, int, float]], target: float) ->
 
 
 def sim_outcome(inputs: RunInputs, seed: int) -> Outcome:
-    """The simulator's run of ``tune-default`` (plain Ray Tune PBT) for ``seed``."""
-    events = simulate(inputs, inputs.make_strategy("tune-default"), seed).events
+    """The simulator's run of its model of plain Ray Tune PBT (the ``ray_native`` strategy) for ``seed``."""
+    events = simulate(inputs, inputs.make_strategy(strategies.ray_native()), seed).events
     return events_outcome(events, inputs.experiment.experiment.target_accuracy, inputs.experiment.experiment.population)
 
 

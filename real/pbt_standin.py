@@ -39,6 +39,7 @@ import numpy as np
 from ray.tune.experiment import Trial as TuneTrial
 from ray.tune.schedulers import PopulationBasedTraining, TrialScheduler
 
+from hetune.sim import strategies
 from hetune.sim.engine import Simulation
 from hetune.sim.loader import RunInputs
 from hetune.sim.state import Worker
@@ -123,7 +124,7 @@ class StandInController:
     """The parts of Tune's controller that PBT calls, and the loop that runs the trials.
 
     Args:
-        inputs: the experiment (its ``tune-default`` workers are the slots).
+        inputs: the experiment (the workers of its Ray-native strategy, plain Ray Tune PBT, are the slots).
         seed: the run's seed (the same initial configurations and trial streams as the simulator's run).
         pbt: a fresh PopulationBasedTraining built from the experiment (validate's arguments).
     """
@@ -131,7 +132,7 @@ class StandInController:
     search_alg = None
 
     def __init__(self, inputs: RunInputs, seed: int, pbt: PopulationBasedTraining) -> None:
-        sim = Simulation(inputs, inputs.make_strategy("tune-default"), seed)
+        sim = Simulation(inputs, inputs.make_strategy(strategies.ray_native()), seed)
         self.sim = sim
         self.model = cast(Any, sim.model).model  # the learning model (SurrogatePopulation.model)
         self.info = inputs.experiment.experiment

@@ -32,14 +32,15 @@ def _join(prefix: str, key: str | int) -> str:
     return f"{prefix}.{key}" if prefix else key
 
 
-def _type_name(tp: Any) -> str:
+def type_name(tp: Any) -> str:
+    """A type as messages name it: 'one of ...' for a Literal or enum, 'a table', 'int', ..."""
     origin = get_origin(tp)
     if origin is Literal:
         return "one of " + ", ".join(repr(a) for a in get_args(tp))
     if _is_enum(tp):  # worded as the Literal it replaced: one of 'gpu', 'cpu'
         return "one of " + ", ".join(repr(m.value) for m in tp)
     if origin in (typing.Union, types.UnionType):
-        return " or ".join(_type_name(a) for a in get_args(tp))
+        return " or ".join(type_name(a) for a in get_args(tp))
     if origin is not None:
         return getattr(origin, "__name__", str(origin))
     if dataclasses.is_dataclass(tp):
@@ -65,11 +66,11 @@ def convert(tp: Any, value: Any, where: str, key: str) -> Any:
         return value
     if origin is Literal:
         if value not in get_args(tp):
-            raise ConfigError(where, key, f"must be {_type_name(tp)}, got {value!r}")
+            raise ConfigError(where, key, f"must be {type_name(tp)}, got {value!r}")
         return value
     if _is_enum(tp):  # a field typed DeviceKind, say: the file holds the member's string
         if value not in [m.value for m in tp]:
-            raise ConfigError(where, key, f"must be {_type_name(tp)}, got {value!r}")
+            raise ConfigError(where, key, f"must be {type_name(tp)}, got {value!r}")
         return tp(value)
     if origin in (typing.Union, types.UnionType):
         args = get_args(tp)
@@ -83,7 +84,7 @@ def convert(tp: Any, value: Any, where: str, key: str) -> Any:
                 return convert(arg, value, where, key)
             except ConfigError as exc:
                 errors.append(exc)
-        raise ConfigError(where, key, f"must be {_type_name(tp)}, got {value!r}")
+        raise ConfigError(where, key, f"must be {type_name(tp)}, got {value!r}")
     if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         if not isinstance(value, Mapping):
             raise ConfigError(where, key, f"must be a table, got {value!r}")

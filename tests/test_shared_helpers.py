@@ -64,3 +64,9 @@ def test_a_failed_write_keeps_the_old_file_and_leaves_no_temp(tmp_path):
     with pytest.raises(KeyError):
         atomic_replace(target, lambda tmp: {}["not an OSError: raised as it is"])
     assert target.read_bytes() == b"old" and sorted(p.name for p in tmp_path.iterdir()) == ["f.bin"]
+
+
+def test_one_registered_strategy_is_ray_tunes_own_scheduling():
+    from hetune.sim import strategies
+
+    assert strategies.get_class(strategies.ray_native()).ray_native

@@ -41,6 +41,14 @@ def get_class(name: str, where: str = "--strategy") -> type[Strategy]:
     return REGISTRY[name]
 
 
+def ray_native() -> str:
+    """The name of the registered strategy that is Ray Tune's own PBT scheduling (``ray_native``)."""
+    native = [n for n in names() if REGISTRY[n].ray_native]
+    if len(native) != 1:  # a programming error: exactly one strategy models plain Ray Tune
+        raise ValueError(f"expected one ray_native strategy, found {native}")
+    return native[0]
+
+
 def create(name: str, params: Any) -> Strategy:
     """A fresh strategy instance (strategies hold per-run state)."""
     return get_class(name)(params)
