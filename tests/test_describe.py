@@ -86,3 +86,40 @@ def test_an_existing_file_is_kept_unless_force(tmp_path):
                         "--out", str(out)], capture_output=True, text=True, cwd=REPO, timeout=120)
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "--force" in r.stderr
     assert out.read_text() == "# mine\n"
+
+
+def test_an_address_that_is_not_ray_gets_one_line_and_no_file(tmp_path):
+    import http.server
+    import threading
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), http.server.BaseHTTPRequestHandler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    out = tmp_path / "c.toml"
+    try:
+        r = subprocess.run([sys.executable, "-m", "hetune.cli", "cluster", "describe", "--address",
+                            f"127.0.0.1:{server.server_address[1]}", "--out", str(out)],
+                           capture_output=True, text=True, cwd=REPO, timeout=120)
+    finally:
+        server.shutdown()
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "--address" in r.stderr, r.stderr
+    assert not out.exists()
+
+
+def test_a_cluster_without_nodes_gets_one_line_and_no_file(tmp_path, monkeypatch, capsys):
+    """A Ray cluster whose nodes are all gone (ray.nodes() lists only dead ones)."""
+    import hetune.real.ray_init as ray_init
+    from hetune.cli import main
+
+    class NoNodes:
+        def nodes(self):
+            return [_node(4, alive=False)]
+
+        def shutdown(self):
+            pass
+
+    monkeypatch.setattr(ray_init, "init_ray", lambda address, **kw: NoNodes())
+    out = tmp_path / "c.toml"
+    assert main(["cluster", "describe", "--address", "10.0.0.1:6379", "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no alive Ray node" in err[0]
+    assert not out.exists()
