@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -54,10 +55,12 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
 
 def cmd_curves(args: argparse.Namespace) -> int:
-    """Fit the learning-curve surrogate to recorded real runs."""
+    """Fit a learning model to recorded runs: the bell curve (default) or the noisy quadratic model."""
     from hetune.calibrate.curves import write_curves
 
     claim_file(Path(args.out), force=args.force, keep_flags="")
+    if args.kind == "nqm":
+        return _curves_nqm(args)
     from hetune.calibrate.curves import describe
 
     params, stats = write_curves(args.events, Path(args.out), args.model, args.dataset,
@@ -67,6 +70,23 @@ def cmd_curves(args: argparse.Namespace) -> int:
           f"lr_opt {params.lr_opt:.4g}, width {params.width_decades:.3g} decades, noise {params.noise_std:.3f} "
           f"(RMSE {stats['rmse']:.4f} over {stats['points']} accuracies) -> {args.out}")
     for line in describe(params, stats):
+        print(f"  {line}")
+    return 0
+
+
+def _curves_nqm(args: argparse.Namespace) -> int:
+    from hetune.calibrate.nqm_curves import describe, write_fit
+    from hetune.sim.loader import load_inputs
+
+    inputs = load_inputs(args.experiment, args.overrides)
+    info = inputs.experiment.experiment
+    prior = replace(inputs.experiment.learning.nqm, chance_accuracy=1.0 / info.num_classes)
+    fit = write_fit(args.events, Path(args.out), prior, args.eval_samples or info.eval_samples, args.metric,
+                    args.loss_metric, args.batch_size, args.momentum, use_loss=not args.no_loss)
+    d = fit["design"]
+    print(f"nqm fitted to {d['trials']} trials ({d['accuracies']} accuracies, {d['losses']} losses; learning rates "
+          f"{', '.join(f'{v:g}' for v in d['lrs'])}; batch {', '.join(map(str, d['batches']))}) -> {args.out}")
+    for line in describe(fit):
         print(f"  {line}")
     return 0
 
@@ -201,6 +221,21 @@ def _register_calibrate(sub: "argparse._SubParsersAction[argparse.ArgumentParser
     p.add_argument("--calibration", default="", help="base calibration (default: the run folder's)")
     p.add_argument("--model", default="resnet18")
     p.add_argument("--dataset", default="cifar10", choices=["cifar10", "cifar100"])
+    p.add_argument("--kind", default="bell", choices=["bell", "nqm"],
+                   help="bell: the curve surrogate into a calibration file; nqm: the noisy quadratic model into a "
+                        "learning file ([learning] path), from run folders, events or Ray Tune experiment folders")
+    p.add_argument("--experiment", default=str(shipped("experiments/pbt-resnet18-cifar10.toml")),
+                   help="nqm: the experiment whose [learning.nqm] is the prior (start, and kept where the data "
+                        "do not identify a parameter) and whose dataset sets chance")
+    add_set_option(p)
+    p.add_argument("--metric", default="accuracy", help="nqm, Ray Tune folders: the accuracy key of the results")
+    p.add_argument("--loss-metric", default="loss", help="nqm, Ray Tune folders: the training-loss key")
+    p.add_argument("--no-loss", action="store_true", help="nqm: fit accuracies only")
+    p.add_argument("--batch-size", type=int, default=None, help="nqm: the global batch where runs do not record it")
+    p.add_argument("--momentum", type=float, default=None,
+                   help="nqm: the SGD momentum where configs do not hold one")
+    p.add_argument("--eval-samples", type=int, default=0,
+                   help="nqm: test images per evaluation in the runs (default: the experiment's)")
     p.set_defaults(fn=cmd_curves)
 
 

@@ -16,12 +16,14 @@ import numpy as np
 
 from hetune.sim.errors import ConfigError
 
-FOLDERS = {"cifar10": "cifar-10-batches-py", "cifar100": "cifar-100-python"}
+# "digits": the handwritten digits hetune ships, written in this layout by real/digits.py
+FOLDERS = {"cifar10": "cifar-10-batches-py", "cifar100": "cifar-100-python", "digits": "digits-batches-py"}
 FILES = {"cifar10": (["data_batch_1", "data_batch_2", "data_batch_3", "data_batch_4", "data_batch_5"], ["test_batch"]),
-         "cifar100": (["train"], ["test"])}
-LABEL_KEY = {"cifar10": b"labels", "cifar100": b"fine_labels"}
+         "cifar100": (["train"], ["test"]), "digits": (["data_batch_1"], ["test_batch"])}
+LABEL_KEY = {"cifar10": b"labels", "cifar100": b"fine_labels", "digits": b"labels"}
 URL = {"cifar10": "https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz",
-       "cifar100": "https://www.cs.toronto.edu/~kriz/cifar-100-python.tar.gz"}
+       "cifar100": "https://www.cs.toronto.edu/~kriz/cifar-100-python.tar.gz",
+       "digits": "(none: hetune writes it, real/digits.py)"}
 
 
 def _read(path: Path, dataset: str) -> tuple[np.ndarray, np.ndarray]:

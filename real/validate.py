@@ -190,7 +190,8 @@ def _plan(experiment: str, overrides: list[str], strategy: str, out: Path, data_
           resume: bool, plain: bool) -> _Plan:
     """Load (or, resuming, reload the frozen) inputs, resolve the strategy and data, refuse what cannot
     run, and freeze the inputs into ``out`` before anything starts."""
-    from hetune.real.cifar import load_cifar, write_synthetic
+    from hetune.real.cifar import FOLDERS, load_cifar, write_synthetic
+    from hetune.real.digits import write_digits
     from hetune.real.placement import placement
     from hetune.real.provenance import calibration_note
     from hetune.sim.snapshot import MANIFEST, load_snapshot, write_snapshot
@@ -218,6 +219,8 @@ def _plan(experiment: str, overrides: list[str], strategy: str, out: Path, data_
     model_run = exp.real.trainable == "model"  # the learning model stands in for the network: no data
     if model_run or exp.real.synthetic:
         data = "" if model_run else str(out / "data")
+    elif info.dataset == "digits":  # shipped: written into the run folder unless a folder is named
+        data = data_dir or exp.real.data_dir or str(out / "data")
     else:
         data = data_dir or exp.real.data_dir
         if not data:
@@ -230,6 +233,9 @@ def _plan(experiment: str, overrides: list[str], strategy: str, out: Path, data_
     out.mkdir(parents=True, exist_ok=True)
     if not frozen:
         write_snapshot(out, inputs, strategy, seed, frozen="at --resume" if resume else "before the run started")
+    digits_missing = info.dataset == "digits" and not Path(data, FOLDERS["digits"]).is_dir()
+    if digits_missing and not model_run and not exp.real.synthetic:
+        write_digits(data)
     if exp.real.synthetic and not model_run:
         write_synthetic(data, info.dataset, train=exp.real.synthetic_train, test=info.eval_samples, seed=seed,
                         signal=exp.real.synthetic_signal)

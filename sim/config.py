@@ -119,7 +119,8 @@ class ExperimentInfo:
     Args:
         name: experiment name.
         model: model name, a key of the calibration file's [models].
-        dataset: "cifar10" or "cifar100".
+        dataset: "cifar10", "cifar100" or "digits" (the handwritten digits hetune ships, 40% of the
+            training labels noisy, 500 test images; real/digits.py).
         stem: the network trained, measured and simulated: "cifar" (ResNet with a 3x3 stem and no
             max pool, the usual network for 32x32 images) or "imagenet" (torchvision's 7x7 stem and
             max pool, some 15x less work per image). Calibration rows must be of this network.
@@ -144,7 +145,7 @@ class ExperimentInfo:
 
     name: str
     model: str
-    dataset: Literal["cifar10", "cifar100"]
+    dataset: Literal["cifar10", "cifar100", "digits"]
     stem: Literal["cifar", "imagenet"] = "cifar"
     population: int = 20
     batch_size: int = 512
@@ -302,11 +303,14 @@ class LearningConfig:
             sim/surrogate.py), or one you registered.
         nqm: parameters of the noisy quadratic model.
         params: parameters of another registered model, checked against its ``Params``.
+        path: a learning file (``hetune calibrate curves --kind nqm`` writes one) whose
+            ``[learning.nqm]`` replaces ``nqm`` ("" = none); relative to the experiment file.
     """
 
     kind: str = "nqm"
     nqm: NQMParams = field(default_factory=NQMParams)
     params: dict[str, Any] = field(default_factory=dict)
+    path: str = ""
 
     def check(self) -> Iterator[tuple[str, str]]:
         known = learning_names()

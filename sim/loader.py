@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +11,7 @@ from hetune.sim.cluster import ClusterConfig, load_cluster
 from hetune.sim.config import ExperimentConfig
 from hetune.sim.errors import ConfigError
 from hetune.sim.faults import check_faults
+from hetune.sim.nqm import NQMParams
 from hetune.sim.schema import from_mapping, to_mapping
 from hetune.sim.throughput import CalibrationConfig, load_calibration
 from hetune.sim.tomlfile import apply_overrides, read_toml
@@ -72,7 +73,7 @@ def load_inputs(path: str | Path, overrides: list[str] | None = None) -> RunInpu
     raw = read_toml(path)
     base = Path(path).resolve().parent
     # Paths written in the file are relative to it; paths given with --set to the cwd.
-    for section in ("cluster", "calibration"):
+    for section in ("cluster", "calibration", "learning"):
         sec = raw.get(section)
         if isinstance(sec, dict) and isinstance(sec.get("path"), str):
             sec["path"] = _resolve(sec["path"], base)
@@ -82,6 +83,12 @@ def load_inputs(path: str | Path, overrides: list[str] | None = None) -> RunInpu
         named = getattr(exp, section).path
         if not Path(named).is_file():  # name the key that points at nothing, not only the path
             raise ConfigError(where, f"{section}.path", f"{named} is not a file")
+    if exp.learning.path:
+        if not Path(exp.learning.path).is_file():
+            raise ConfigError(where, "learning.path", f"{exp.learning.path} is not a file")
+        # the file's parameters replace the experiment's, inline: a snapshot of these inputs then
+        # holds them and names no file outside it
+        exp = replace(exp, learning=replace(exp.learning, nqm=load_learning_file(exp.learning.path), path=""))
     cluster = load_cluster(exp.cluster.path)
     calibration = load_calibration(exp.calibration.path)
     for name in exp.strategies:
@@ -98,3 +105,17 @@ def load_inputs(path: str | Path, overrides: list[str] | None = None) -> RunInpu
                               f"no calibration for device type {device!r} of cluster {exp.cluster.path}")
     check_faults(exp.faults, cluster, where)
     return RunInputs(exp, cluster, calibration, where)
+
+
+def load_learning_file(path: str | Path) -> NQMParams:
+    """The ``[learning.nqm]`` parameters of a learning file, checked like an experiment's."""
+    data = read_toml(path)
+    learning = data.get("learning")
+    table = learning.get("nqm") if isinstance(learning, dict) else None
+    if table is None:
+        raise ConfigError(str(path), "learning.nqm", "missing: a learning file holds [learning.nqm] "
+                                                     "(written by hetune calibrate curves --kind nqm)")
+    params = from_mapping(NQMParams, table, str(path), "learning.nqm")
+    for key, msg in params.check():
+        raise ConfigError(str(path), f"learning.nqm.{key}", msg)
+    return params

@@ -56,3 +56,21 @@ def test_rays_own_pbt_runs_on_the_learning_model(tmp_path, capsys):
     assert cfg["frozen"] == "before the run started"
     assert main(["compare", str(out)]) == 0  # judged by the simulator on the same learning model
     assert "makespan: real" in capsys.readouterr().out
+    # Ray Tune's own folder (results, pbt_global.txt) gives the fit the histories the recorder saw:
+    # the same evaluations, and exploited trials' segments from the same donor checkpoints
+    from hetune.calibrate.nqm_curves import read_histories
+
+    tune_folder = next(p for p in (out / "tune").iterdir() if p.is_dir())
+    ours, rays = read_histories([str(out)], "accuracy", "loss", None, None), read_histories(
+        [str(tune_folder)], "accuracy", "loss", None, None)
+
+    def shape(histories):
+        trial_of = {h.key: sorted(h.segments[0].readings, key=lambda r: r.iteration)[0].lr for h in histories}
+        return sorted((round(trial_of[h.key], 9), [(s.origin and round(trial_of[s.origin.donor], 9),
+                                                    s.origin and s.origin.iteration,
+                                                    [(r.iteration, round(r.accuracy, 4)) for r in s.readings
+                                                     if r.accuracy is not None]) for s in h.segments])
+                      for h in histories)
+
+    assert shape(ours) == shape(rays)
+    assert sum(len(h.segments) - 1 for h in rays) == len(exploits)
