@@ -28,6 +28,18 @@ def fit_cells(samples: Iterable[Sample]) -> dict[tuple[str, str], tuple[LinearFi
     return out
 
 
+def step_cv(samples: Iterable[Sample], model: str, device: str) -> float | None:
+    """The run-to-run spread of one device type's step times: per batch size measured at least twice
+    (``--repeat``), the relative sample standard deviation of the repeats' means, pooled over batch
+    sizes (root mean square); None where no cell was repeated."""
+    by: dict[int, list[float]] = defaultdict(list)
+    for s in samples:
+        if s.ok and s.model == model and s.device == device and s.step_time_s > 0:
+            by[s.batch].append(s.step_time_s)
+    cvs = [statistics.stdev(ts) / statistics.mean(ts) for ts in by.values() if len(ts) >= 2]
+    return (sum(c * c for c in cvs) / len(cvs)) ** 0.5 if cvs else None
+
+
 def holdout_errors(samples: Iterable[Sample],
                    fits: dict[tuple[str, str], tuple[LinearFit, Any]]) -> list[dict[str, Any]]:
     """Relative error of the fit at every held-out batch size (median over repeats)."""
@@ -66,6 +78,9 @@ def build_file(samples: list[Sample], extras: dict[tuple[str, str], dict[str, fl
         entry = {"alpha_s": round(fit.alpha_s, 8), "beta_s_per_sample": round(fit.beta_s_per_sample, 10),
                  "r2": round(fit.r2, 4), "source": "measured"}
         entry.update({k: round(v, 6) if isinstance(v, float) else v for k, v in ex.items()})
+        cv = step_cv(samples, model, device)
+        if cv is not None:
+            entry["step_cv"] = round(cv, 4)
         models.setdefault(model, {})[device] = entry
         if len(pts) >= 3 and (fit.r2 < POOR_R2 or fit.max_rel_residual > POOR_RESIDUAL):
             warnings.append(f"poor fit for {model} on {device}: R^2 {fit.r2:.3f}, "

@@ -233,7 +233,7 @@ def fit_nqm(histories: list[History], prior: NQMParams, eval_samples: int, use_l
             break
     nqm, loss = p.params(x)
     for n in unidentified:
-        table[n] = {**table.get(n, {}), "estimate": getattr(prior, n, None), "identified": False,
+        table[n] = {"estimate": getattr(prior, n, None), "low": None, "high": None, "identified": False,
                     "prior": getattr(prior, n, None)}
     noise_std, seed_std, rmse = _noise(histories, nqm, eval_samples)
     nqm = dataclasses.replace(nqm, noise_std=noise_std, seed_std=seed_std)

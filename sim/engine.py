@@ -6,7 +6,8 @@ Timing charged per chunk (seconds, from the calibration of the worker's device t
 - resume on a worker that does not hold the trial in memory:
   ``resume_s (or start_overhead_s where not measured) + copy_s + load_s``, where
   ``copy_s = checkpoint_mb * 8 / 1000 / network_gbps`` when the checkpoint lies on another node, else 0;
-- compute: ``iterations * step_time_s``, plus one evaluation (``eval_s`` scaled to the worker's
+- compute: ``iterations * step_time_s`` (times a log-normal factor of mean 1 per chunk where the
+  calibration measured a spread, ``step_cv``), plus one evaluation (``eval_s`` scaled to the worker's
   devices or cores like a step's compute, times ``eval_samples / 10,000``) when the chunk ends
   where the real trainable evaluates (a multiple of ``checkpoint_interval``, or the last iteration);
 - checkpoint save at the end of every chunk: ``save_s`` (chunks end at checkpoint
@@ -81,6 +82,9 @@ class Simulation(ExploitSteps, FaultSteps):
         root = np.random.SeedSequence(seed)
         trial_seqs = root.spawn(self.population)
         self.pbt_rng = np.random.default_rng(root.spawn(1)[0])
+        # step-time noise has its own stream (spawned after the others, so that a calibration without
+        # a spread gives the same runs, draw for draw, as before the noise existed)
+        self.noise_rng = np.random.default_rng(root.spawn(1)[0])
         self.trials: list[Trial] = []
         for i, ss in enumerate(trial_seqs):
             rng = np.random.default_rng(ss)
@@ -296,7 +300,7 @@ class Simulation(ExploitSteps, FaultSteps):
         k = min(wanted, ci - (t.iteration % ci), self.stop_iterations - t.iteration, self._to_time_point(t, w))
         evaluates = (t.iteration + k) % ci == 0 or t.iteration + k >= self.stop_iterations
         eval_s = self.eval_s(dm, w) if evaluates else 0.0
-        dur = k * w.step_time_s * t.step_factor + eval_s
+        dur = k * w.step_time_s * t.step_factor * self._noise(dm.step_cv) + eval_s
         w.inflight = (self.env.now, w.step_time_s * t.step_factor, k)
         yield self.env.timeout(dur)
         w.inflight = None
@@ -323,6 +327,13 @@ class Simulation(ExploitSteps, FaultSteps):
             self._perturb(t, w)
         if t.status != TrialStatus.WAITING:  # synch PBT's barrier, or a replayed clone waiting for its donor
             self._make_runnable(t)
+
+    def _noise(self, cv: float) -> float:
+        """A chunk's step-time factor: log-normal with mean 1 and relative spread ``cv`` (1 if 0)."""
+        if cv <= 0:
+            return 1.0
+        s2 = math.log1p(cv * cv)
+        return float(self.noise_rng.lognormal(-s2 / 2, math.sqrt(s2)))
 
     def _to_time_point(self, t: Trial, w: Worker) -> int:
         """Iterations until ``t``'s seconds reach its next perturbation point (``time_attr =

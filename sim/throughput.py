@@ -65,6 +65,10 @@ class DeviceModel:
         parallel_fraction: CPU types: Amdahl parallel fraction in [0, 1].
         r2: goodness of the alpha/beta fit (1 = perfect), when fitted.
         source: "measured", "published" or "fitted".
+        step_cv: relative standard deviation of a chunk's seconds per step from run to run (the spread
+            of one cell's repeated timings, ``hetune calibrate --repeat``; 0 = none measured, every
+            chunk takes its expected time). The simulator draws each chunk's factor from a
+            log-normal of mean 1 with this spread.
     """
 
     alpha_s: float
@@ -83,8 +87,11 @@ class DeviceModel:
     parallel_fraction: float = 1.0
     r2: float = 1.0
     source: Literal["measured", "published", "fitted"] = "fitted"
+    step_cv: float = 0.0
 
     def check(self) -> Iterator[tuple[str, str]]:
+        if not 0 <= self.step_cv < 1:
+            yield "step_cv", f"must be in [0, 1) (a relative spread), got {self.step_cv}"
         for name in ("alpha_s", "beta_s_per_sample", "eval_s", "checkpoint_mb", "save_s", "load_s",
                      "start_overhead_s", "resume_s", "gradient_mb"):
             if getattr(self, name) < 0:
