@@ -50,7 +50,7 @@ def one_case(args: tuple[int, int, bool]) -> dict:
         truth = getattr(true, name, None)
         if truth is None:  # the loss map's terms: generated as (0.05, 2.3)
             truth = {"loss_floor": 0.05, "loss_scale": 2.3}[name]
-        inside = row["low"] is not None and row["low"] <= truth <= row["high"]
+        inside = row.get("low") is not None and row["low"] <= truth <= row["high"]
         rows[name] = {**row, "true": truth, "inside": bool(inside)}
     return {"case": case, "seconds": round(time.perf_counter() - t0, 2), "rows": rows,
             "noise_std": [true.noise_std, fit["noise_std"]], "seed_std": [true.seed_std, fit["seed_std"]]}

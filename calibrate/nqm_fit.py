@@ -19,8 +19,11 @@ the likelihood's ridges (curvature_max against noise): on generated data, percen
 covered the truth in about half the cases, the profile in the ninety percent the bench reports. A
 parameter whose interval does not close, or spans more than a factor of 10 (max_accuracy: more than
 0.2), is not identified: it is set to its prior (the experiment's value) and the rest are refitted
-and profiled again. Why the data's design matters: the constant-lr runs at
-several learning rates set the spectrum's speed and where training diverges; only an lr change shows
+and profiled again; their intervals then also hold the first pass's, in which the held parameters
+could move (the prior may be wrong, and the rest fitted around it).
+
+Why the data's design matters: the constant-lr runs at several learning rates set the spectrum's
+speed and where training diverges; only an lr change shows
 the noise floor (the drop's jump is the floor that the high lr held); a second batch size separates
 the noise from the curvature; losses separate the loss-to-accuracy map from the spectrum.
 
@@ -115,8 +118,9 @@ def predict(histories: list[History], params: NQMParams, eval_samples: int
                 points.append((it, st))
             ends[(h.key, i)] = points
 
-    for h in histories:
-        run(h)
+    with np.errstate(over="ignore", invalid="ignore"):  # far-out parameters diverge: the model marks them so
+        for h in histories:
+            run(h)
     for h in histories:
         m = model(h.batch)
         for i, seg in enumerate(h.segments):
@@ -218,6 +222,7 @@ def fit_nqm(histories: list[History], prior: NQMParams, eval_samples: int, use_l
     rng = np.random.default_rng(seed)
     unidentified: list[str] = []
     table: dict[str, dict[str, Any]] = {}
+    first: dict[str, dict[str, Any]] = {}
     while True:  # again only when a pass found parameters the data did not identify
         p = Problem(histories, prior, eval_samples, [n for n in free if n not in unidentified], use_loss)
         x = _first_fit(p, rng, starts)
@@ -227,11 +232,22 @@ def fit_nqm(histories: list[History], prior: NQMParams, eval_samples: int, use_l
                 break
             x = _solve(p, [better], p.residuals)
         table = _table(p, x, prof)
-        newly = [n for n, row in table.items() if not row["identified"] and n not in unidentified]
+        first = first or table
+        # the loss map's floor and scale are nuisance terms with no prior: they stay free
+        newly = [n for n, row in table.items()
+                 if not row["identified"] and n not in unidentified and n not in LOSS_TERMS]
         unidentified += newly
-        if not newly or not [n for n in free if n not in unidentified]:
+        if not newly or not [n for n in FITTED if n not in unidentified]:
             break
     nqm, loss = p.params(x)
+    if not [n for n in FITTED if n not in unidentified]:  # nothing identified: the prior, as the table says
+        nqm = prior
+    # With parameters held at their priors the others are fitted given those values, and the prior may
+    # be wrong: an interval is widened to hold the first pass's too, whose profile let every parameter
+    # move (so it holds wherever the held ones truly are).
+    for n, row in table.items():
+        if unidentified and row["identified"] and n in first and first[n]["identified"]:
+            row["low"], row["high"] = min(row["low"], first[n]["low"]), max(row["high"], first[n]["high"])
     for n in unidentified:
         table[n] = {"estimate": getattr(prior, n, None), "low": None, "high": None, "identified": False,
                     "prior": getattr(prior, n, None)}
@@ -248,9 +264,9 @@ def _first_fit(p: Problem, rng: np.random.Generator, starts: int) -> np.ndarray:
     loss_on, full_free = p.use_loss, p.free
     p.use_loss, p.free = False, [n for n in p.free if n not in LOSS_TERMS]
     x0 = p.x0(p.prior, p.fixed_loss)
-    inits = [x0] + [x0 + rng.normal(0, 1.0, len(x0)) for _ in range(max(0, starts - 1))]
+    inits = [x0] + _scouts(p, x0, rng, max(0, starts - 1))
     x = _solve(p, inits, p.residuals)
-    p.acc_sd = max(float(np.std(p.residuals(x))), 1e-4)
+    p.acc_sd = max(_sd(p.residuals(x), len(x)), 1e-4)
     p.free = full_free
     if not loss_on:
         return x
@@ -259,10 +275,26 @@ def _first_fit(p: Problem, rng: np.random.Generator, starts: int) -> np.ndarray:
     n_acc = sum(r.accuracy is not None for h in p.histories for r in h.readings())
     for _ in range(2):
         r = p.residuals(joint[0])
-        p.loss_sd = max(float(np.std(r[n_acc:])) * p.loss_sd, 1e-4)
-        p.acc_sd = max(float(np.std(r[:n_acc])) * p.acc_sd, 1e-4)
+        share = len(joint[0]) * n_acc / len(r)  # the parameters' share of each kind of reading
+        p.loss_sd = max(_sd(r[n_acc:], len(joint[0]) - share) * p.loss_sd, 1e-4)
+        p.acc_sd = max(_sd(r[:n_acc], share) * p.acc_sd, 1e-4)
         joint = [_solve(p, joint, p.residuals)]
     return joint[0]
+
+
+def _scouts(p: Problem, x0: np.ndarray, rng: np.random.Generator, k: int, draws: int = 64) -> list[np.ndarray]:
+    """The ``k`` cheapest of ``draws`` random points far around the prior (2.5 transformed units: a
+    prior stated at another batch or lr scale can be off by orders of magnitude), as starts."""
+    lo = np.array([BOUNDS[n][0] for n in p.free])
+    hi = np.array([BOUNDS[n][1] for n in p.free])
+    pts = [np.clip(x0 + rng.normal(0, 2.5, len(x0)), lo, hi) for _ in range(draws)]
+    costs = [float(np.sum(p.residuals(v) ** 2)) for v in pts]
+    return [pts[i] for i in np.argsort(costs)[:k]]
+
+
+def _sd(r: np.ndarray, params: float) -> float:
+    """Residual spread with the degrees of freedom the fitted parameters took (sqrt(SS / (n - p)))."""
+    return float(np.sqrt(np.sum(r * r) / max(len(r) - params, 1.0)))
 
 
 def _loss_start(p: Problem, x: np.ndarray) -> np.ndarray:
