@@ -12,6 +12,7 @@ lowest free slot of N, so the same timeline and utilization code serves both.
 from __future__ import annotations
 
 import json
+import math
 import time
 from pathlib import Path
 from typing import Any, cast
@@ -172,6 +173,8 @@ class RecorderCallback(Callback):
         st["chunk_eval_s"] = st.get("chunk_eval_s", 0.0) + float(result["eval_s"])
         st["iteration"] = int(result["step"])
         st["accuracy"] = float(result["accuracy"])
+        if result.get("loss") is not None:
+            st.setdefault("losses", []).append(float(result["loss"]))
         # A chunk ends where the trial saves (every checkpoint interval, or a pause: a class trainable
         # saves on demand) and where it stops; the scheduler has already decided on this result.
         if (st["iteration"] % log.interval == 0 or st.get("pause_pending") or st["iteration"] >= log.stop_iterations
@@ -200,9 +203,14 @@ class RecorderCallback(Callback):
     def _chunk(self, i: int, st: dict[str, Any], wall: float) -> None:
         """The iterations since the last chunk end, as one chunk ending at ``wall``."""
         done = st["iteration"] - st.get("chunk_start_iter", st["iteration"])
+        losses = st.pop("losses", [])
         if done > 0:
+            # the training loss for the learning-model fit: one mini-batch per step is too noisy, so the
+            # mean over the chunk's last quarter (calibrate/tune_folder.py reads Ray's results alike)
+            tail = losses[-max(1, len(losses) // 4):]
+            loss = {"loss": round(sum(tail) / len(tail), 6)} if tail and all(map(math.isfinite, tail)) else {}
             self.log.emit(self.log.now(wall), "chunk", i, st, iterations=done, duration_s=st.get("chunk_s", 0.0),
-                          eval_s=st.get("chunk_eval_s", 0.0))
+                          eval_s=st.get("chunk_eval_s", 0.0), **loss)
         st["chunk_start_iter"] = st["iteration"]
         st["chunk_s"] = 0.0
         st["chunk_eval_s"] = 0.0
