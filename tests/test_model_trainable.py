@@ -50,6 +50,7 @@ def test_rays_own_pbt_runs_on_the_learning_model(tmp_path, capsys):
     assert {e["trial"] for e in events if e["kind"] == "stop"} == {0, 1, 2, 3}
     exploits = [e for e in events if e["kind"] == "exploit"]
     assert exploits  # Ray's PBT exploited on the model's readings
+    assert all(e.get("loss") is not None for e in events if e["kind"] == "chunk")  # for the learning-model fit
     readings = [e["accuracy"] for e in events if e["kind"] == "chunk" and e["accuracy"] is not None]
     assert readings and all(0.0 <= a <= 1.0 for a in readings) and max(readings) > 0.2
     cfg = json.loads((out / "inputs.json").read_text())
