@@ -75,7 +75,7 @@ def load_inputs(path: str | Path, overrides: list[str] | None = None) -> RunInpu
     # Paths written in the file are relative to it; paths given with --set to the cwd.
     for section in ("cluster", "calibration", "learning"):
         sec = raw.get(section)
-        if isinstance(sec, dict) and isinstance(sec.get("path"), str):
+        if isinstance(sec, dict) and isinstance(sec.get("path"), str) and sec["path"]:  # "" names no file
             sec["path"] = _resolve(sec["path"], base)
     raw = apply_overrides(raw, overrides or [])
     exp = from_mapping(ExperimentConfig, raw, where)

@@ -68,7 +68,17 @@ def inputs_hash(inputs: RunInputs) -> str:
     for key in ("cluster", "calibration", "strategy"):
         exp.pop(key, None)
     exp.get("experiment", {}).pop("seed", None)
-    data = {"experiment": exp, "cluster": to_mapping(inputs.cluster), "calibration": to_mapping(inputs.calibration)}
+    # Fields added after runs were committed hash as before where they hold their defaults, so that
+    # those runs keep their inputs_hash: learning.path (always "" once loaded: the loader inlines the
+    # file it names) and a device model's step_cv of 0 (no spread measured).
+    if exp.get("learning", {}).get("path") == "":
+        exp["learning"].pop("path")
+    calibration = to_mapping(inputs.calibration)
+    for rows in calibration.get("models", {}).values():
+        for row in rows.values():
+            if row.get("step_cv") == 0.0:
+                row.pop("step_cv")
+    data = {"experiment": exp, "cluster": to_mapping(inputs.cluster), "calibration": calibration}
     return hashlib.sha256(json.dumps(data, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 

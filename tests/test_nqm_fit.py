@@ -123,6 +123,7 @@ def test_pbt_policy_lines_become_segments_from_the_donors_checkpoint(tmp_path):
     assert seg.readings[0].iteration == 550 and seg.readings[0].lr == pytest.approx(0.05)
 
 
+@pytest.mark.slow
 def test_the_cli_writes_a_learning_file_an_experiment_can_name(tmp_path, capsys):
     _, _, data = generated(loss=None)
     folder = write_tune_folder(tmp_path / "exp", data)
