@@ -293,8 +293,9 @@ def write_curves(events: list[str], out: Path, model: str, dataset: str,
     base = read_toml(base_path)
     params, stats = fit_curves(runs, chance=1.0 / (100 if dataset == "cifar100" else 10))
     base.setdefault("curves", {})[model] = to_mapping(params)
+    names = ", ".join(relative_name(e, out) for e in events)
     base.setdefault("provenance", {})["curves"] = (
-        f"fitted by hetune calibrate curves from {len(runs)} run(s) ({', '.join(_named(e, out) for e in events)}): "
+        f"fitted by hetune calibrate curves from {len(runs)} run(s) ({names}): "
         f"{stats['points']} accuracies, RMSE {stats['rmse']:.4f}; " + "; ".join(describe(params, stats)))
     atomic_write_toml(out, base, header="Calibration with learning curves fitted from real runs "
                                         "(`hetune calibrate curves`).")
@@ -302,7 +303,7 @@ def write_curves(events: list[str], out: Path, model: str, dataset: str,
     return params, stats
 
 
-def _named(run: str, out: Path) -> str:
+def relative_name(run: str, out: Path) -> str:
     """A recorded run as the calibration names it: relative to the calibration's folder where it can
     be, so that no path of the machine that fitted it is written into a committed file."""
     import os

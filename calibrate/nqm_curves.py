@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from hetune.calibrate.curves import relative_name
 from hetune.calibrate.histories import History, from_events
 from hetune.calibrate.nqm_fit import FITTED, LOSS_TERMS, fit_nqm
 from hetune.calibrate.tune_folder import is_tune_folder, read_tune_folder
@@ -67,7 +68,7 @@ def write_fit(paths: list[str], out: Path, prior: NQMParams, eval_samples: int, 
     table = {n: {k: v for k, v in row.items() if v is not None} for n, row in fit["table"].items()}
     design = fit["design"]
     data = {"learning": {"nqm": to_mapping(fit["params"])},
-            "fit": {"sources": [_named(p, out) for p in paths], "trials": design["trials"],
+            "fit": {"sources": [relative_name(p, out) for p in paths], "trials": design["trials"],
                     "accuracy_readings": design["accuracies"], "loss_readings": design["losses"],
                     "learning_rates": design["lrs"], "batches": design["batches"],
                     "trials_whose_lr_changed": design["lr_changes"], "accuracy_rmse": round(fit["rmse"], 6),
@@ -98,13 +99,3 @@ def describe(fit: dict[str, Any]) -> list[str]:
     lines.append(f"noise_std {fit['noise_std']:.4f}, seed_std {fit['seed_std']:.4f} (moment estimates); "
                  f"accuracy RMSE {fit['rmse']:.4f} over {fit['readings']} readings")
     return lines
-
-
-def _named(run: str, out: Path) -> str:
-    """A run as the file names it: relative to the file's folder (no path of the fitting machine)."""
-    import os
-
-    try:
-        return os.path.relpath(Path(run).resolve(), Path(out).resolve().parent)
-    except ValueError:
-        return Path(run).name
