@@ -27,6 +27,7 @@ from hetune.sim.results import prices
 from hetune.sim.summary import summarize
 from hetune.sim.events import dumps
 from hetune.sim.tomlfile import atomic_write_json, atomic_write_text
+from hetune.sim.view_log import VIEWS_FILE, read_view_log, replay
 
 
 def seconds_per_iteration(events: list[dict[str, Any]]) -> dict[str, float]:
@@ -115,6 +116,8 @@ def compare(run_dir: Path, overrides: list[str] | None = None) -> dict[str, Any]
         "calibration_note": calibration_note(inputs.calibration.provenance,
                                              _shown(inputs.experiment.calibration.path, run_dir), ran_on),
     }
+    if (run_dir / VIEWS_FILE).is_file():  # not for --plain runs (Ray's own PBT asks no strategy)
+        out["strategy_replay"] = _strategy_replay(run_dir / VIEWS_FILE, inputs, strategy)
     out.update(_spread(inputs, strategy, real))
     if inputs.experiment.faults.enabled or real["failures"]:
         out["faults"] = _fault_part(inputs, strategy, seed, real, sim)
@@ -178,6 +181,21 @@ def _fault_part(inputs: Any, strategy: str, seed: int, real: dict[str, Any], sim
             "makespan_error_pct_without_faults": _err(calm_makespan, real["makespan_s"])}
 
 
+def _strategy_replay(path: Path, inputs: Any, strategy: str) -> dict[str, Any]:
+    """A fresh object of the run's strategy asked again with every view the real run recorded
+    (sim/view_log.py): how many of its answers are those it gave in the run."""
+    try:
+        header, records = read_view_log(path)
+        if header.get("strategy") != strategy:
+            raise ValueError(f"line 1: a log of strategy {header.get('strategy')!r}, the run's is {strategy!r}")
+        r = replay(inputs.make_strategy(strategy), records, str(header["mode"]))
+    except (ValueError, KeyError, TypeError, IndexError) as exc:  # a damaged log: say where, never a traceback
+        raise ConfigError(str(path), "", str(exc) if isinstance(exc, ValueError) else f"broken record ({exc!r})")
+    return {"asked": r.asked, "matched": r.matched,
+            "first_mismatch": None if r.first_mismatch is None else {
+                "line": r.first_mismatch[0], "recorded": r.first_mismatch[1], "now": r.first_mismatch[2]}}
+
+
 def _shown(path: str, run_dir: Path) -> str:
     """A path as the record shows it: relative to the run folder when inside it (no build-host path)."""
     try:
@@ -237,6 +255,13 @@ def format_fidelity(f: dict[str, Any]) -> str:
         dr, ds = f["decisions"]["real"], f["decisions"]["sim"]
         lines.append(f"decisions: real {dr['run']} run / {dr['retire']} retire, "
                      f"sim {ds['run']} run / {ds['retire']} retire")
+    if "strategy_replay" in f:
+        r = f["strategy_replay"]
+        lines.append(f"strategy replay: {r['matched']} of {r['asked']} questions answered as in the run by a fresh "
+                     f"strategy object shown the recorded views"
+                     + ("" if r["first_mismatch"] is None else
+                        f"; the first that differs: views.jsonl line {r['first_mismatch']['line']}, recorded "
+                        f"{r['first_mismatch']['recorded']}, now {r['first_mismatch']['now']}"))
     if "faults" in f:
         x = f["faults"]
         lines.append(f"faults: failures real {x['failures']['real']}, sim {x['failures']['sim']}; lost iterations "

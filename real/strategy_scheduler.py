@@ -18,7 +18,6 @@ added and starts only when the strategy places it. Usable in any Tuner::
 
 from __future__ import annotations
 
-import pickle
 import time
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -28,11 +27,12 @@ from ray.tune.schedulers import PopulationBasedTraining, TrialScheduler
 
 from hetune.real.recorder import trial_index
 from hetune.real.slot_liveness import SlotLiveness
+from hetune.real.strategy_state import load_state, save_state
 from hetune.real.strategy_view import Slot, TrialState, TuneView, slot_resource
 from hetune.sim.cluster import WorkerSpec
 from hetune.sim.enums import DeviceKind, TrialStatus
 from hetune.sim.strategies.base import Retire, Run, Strategy
-from hetune.sim.tomlfile import atomic_replace
+from hetune.sim.view_log import DIRECT, Direct, ViewLog
 
 STALL_S = 30.0  # nothing running, nothing placed, every slot idle this long: the strategy has stalled
 DOWN_STALL_S = 600.0  # the same while some slot's node is down
@@ -75,6 +75,8 @@ class StrategyScheduler(TrialScheduler):
         on_worker: called with (slot, "worker_removed" | "worker_added") when the Ray node under a
             slot dies or a node declaring it joins (real/slot_liveness.py); a trial that was
             running there is placed again by the strategy, from its checkpoint.
+        view_log: where every view the strategy is asked with, and its answer, is written
+            (sim/view_log.py: ``compare`` asks a fresh strategy object again with each).
     """
 
     def __init__(self, strategy: Strategy, workers: list[WorkerSpec], step_time_s: Callable[[str, int], float],
@@ -83,8 +85,12 @@ class StrategyScheduler(TrialScheduler):
                  on_pause: Callable[[Any], None] | None = None, checkpoint_interval: int = 0,
                  on_decision: Callable[[Slot, Run | Retire], None] | None = None,
                  state_path: str | Path | None = None,
-                 on_worker: Callable[[Slot, str], None] | None = None) -> None:
+                 on_worker: Callable[[Slot, str], None] | None = None,
+                 view_log: str | Path | None = None) -> None:
         super().__init__()
+        self.view_log_path = Path(view_log) if view_log else None
+        self._views: Direct | None = None  # the log, opened at the first question (after a restore)
+        self._views_kept: int | None = None  # lines of the log the restored strategy had seen
         self.liveness = SlotLiveness(on_worker)
         self.state_path = Path(state_path) if state_path else None
         self._pbt_saved: dict[int, dict[str, Any]] = {}  # PBT state per trial index, from restore_strategy
@@ -260,41 +266,30 @@ class StrategyScheduler(TrialScheduler):
 
     def restore_strategy(self) -> bool:
         """Continue with the strategy object ``state_path`` holds (a resumed run); False if none."""
-        if self.state_path is None or not self.state_path.is_file():
-            return False
-        with self.state_path.open("rb") as fh:
-            saved = pickle.load(fh)
-        strategy = saved.get("strategy") if isinstance(saved, dict) else saved
-        if type(strategy) is not type(self.strategy):
-            return False  # another strategy's state: start fresh rather than mix them
-        self.strategy = strategy
-        self._pbt_saved = saved.get("pbt", {}) if isinstance(saved, dict) else {}
+        saved = load_state(self.state_path, type(self.strategy))
+        if saved is None:
+            return False  # none saved, or another strategy's state: start fresh rather than mix them
+        self.strategy, self._pbt_saved, self._views_kept = saved
         return True
 
-    def _pbt_state(self) -> dict[int, dict[str, Any]]:
-        """Per trial index, what PBT needs to go on where it was: the last perturbation point
-        (iterations), last score and, once persisted, the checkpoint it would hand to an exploiter
-        with the result it was saved at (Tune restores an exploiter from both).
-        Tune does not save schedulers, so without this a resumed run would perturb every trial at
-        its first result, cloning donors from wherever they happen to be."""
-        from ray.tune import Checkpoint
-
-        out = {}
-        for trial, st in getattr(self.pbt, "_trial_state", {}).items():
-            ckpt = st.last_checkpoint if isinstance(st.last_checkpoint, Checkpoint) else None
-            out[trial_index(trial)] = {"last_perturbation_time": st.last_perturbation_time,
-                                       "last_train_time": st.last_train_time, "last_score": st.last_score,
-                                       "last_checkpoint": ckpt,
-                                       "last_result": dict(st.last_result) if st.last_result else None}
-        return out
-
     def _persist(self) -> None:
-        if self.state_path is not None:  # written whole, then renamed: a kill leaves the last state
-            atomic_replace(self.state_path, pickle.dumps({"strategy": self.strategy, "pbt": self._pbt_state()}))
+        if self.state_path is not None:  # with the lines of the view log this state has seen
+            save_state(self.state_path, self.strategy, self.pbt, self._asker().flush())
+
+    def _asker(self) -> Direct:
+        """What every question to the strategy goes through: the view log, or DIRECT without one."""
+        if self._views is None:
+            self._views = DIRECT if self.view_log_path is None else ViewLog(
+                self.view_log_path, self.strategy.name, self.view.mode, "real", keep=self._views_kept)
+        return self._views
+
+    def flush_views(self) -> None:
+        """Write out the view log's buffered lines (at the end of a run)."""
+        self._asker().flush()
 
     def _ask(self, slot: Slot) -> Any:
         """The strategy's answer for ``slot``, reported to ``on_decision`` unless it is Idle."""
-        decision = self.strategy.assign(slot, self.view)
+        decision = self._asker().ask(self.strategy, slot, self.view, self.trials.values())
         if self.on_decision is not None and isinstance(decision, (Run, Retire)):
             self.on_decision(slot, decision)
         if isinstance(decision, (Run, Retire)):
@@ -325,7 +320,7 @@ class StrategyScheduler(TrialScheduler):
     def _end_chunk(self, slot: Slot, state: TrialState) -> None:
         done = 0 if slot.chunk_start_iter is None else state.iteration - slot.chunk_start_iter
         if done > 0:
-            self.strategy.on_chunk(slot, state, done, slot.chunk_seconds, self.view)
+            self._asker().chunk(self.strategy, slot, state, done, slot.chunk_seconds, self.view, self.trials.values())
         slot.chunk_start_iter = state.iteration
         slot.chunk_seconds = 0.0
 

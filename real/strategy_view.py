@@ -102,6 +102,7 @@ class TuneView:
         self._trials = trials
         self._interval = interval
         self._stop = stop_iterations
+        self.mode = mode
         self._keys = ordering_keys(mode)
         self.target = False  # set by the scheduler when a trial reaches the target accuracy
 

@@ -27,6 +27,7 @@ from hetune.sim.errors import ConfigError, RunFailed
 from hetune.sim.loader import RunInputs, load_inputs
 from hetune.sim.pbt import sample_config
 from hetune.sim.results import write_run
+from hetune.sim.view_log import VIEWS_FILE
 
 import numpy as np
 
@@ -175,6 +176,8 @@ def run_validate(experiment: str, overrides: list[str], strategy: str, out: Path
             log.t0 = time.time()  # time 0 of the run: what start_overhead_s is measured from
         with TuneOutput(plan.out / "tune-output.log"):  # Tune's banner and hints stay out of the terminal
             grid = tuner.fit()
+        if hasattr(scheduler, "flush_views"):  # not under --plain: Ray's own PBT asks no strategy
+            scheduler.flush_views()
         _refuse_unfinished(grid, log, plan, experiment)
     finally:
         ray.shutdown()
@@ -303,7 +306,7 @@ def _recording(plan: _Plan, emulated: Any, quiet: bool, report_interval_s: float
                                 # it; on the emulated one, where hetune removes it, at that moment (_faults)
                                 on_worker=None if emulated is not None else lambda slot, kind: log.worker_event(
                                     log.now(), kind, slot.id),
-                                state_path=plan.out / "strategy-state.pkl")
+                                state_path=plan.out / "strategy-state.pkl", view_log=plan.out / VIEWS_FILE)
     if not plan.plain:
         log.placed = scheduler.last_slot  # the recorder files each chunk under the slot it ran on
         if resume:  # Tune does not save schedulers: the strategy's state comes from our own file

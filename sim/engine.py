@@ -45,6 +45,7 @@ from hetune.sim.runnable import RunnableIndex
 from hetune.sim.state import Checkpoint, SimResult, SimulationError, Trial, Worker
 from hetune.sim.strategies.base import IDLE, Decision, Idle, Retire, Run, Strategy
 from hetune.sim.view import EngineView
+from hetune.sim.view_log import DIRECT, ViewLog
 from hetune.sim.throughput import DeviceModel
 
 
@@ -58,14 +59,16 @@ class Simulation(ExploitSteps, FaultSteps):
         population: accuracy and PBT-decision source (default: the learning-curve surrogate; a
             ReplayPopulation re-times a recorded run).
         hooks: consulted each time a trial moves to a worker of another speed.
+        view_log: writes down every view the strategy is asked with, and its answers.
 
     Node failures (the experiment's ``[faults]``, sim/faults.py) are replayed in surrogate runs;
     a replay of a recorded run keeps the recorded run's own failures instead.
     """
 
     def __init__(self, inputs: RunInputs, strategy: Strategy, seed: int, population: PopulationModel | None = None,
-                 hooks: Sequence[MoveHook] = ()) -> None:
+                 hooks: Sequence[MoveHook] = (), view_log: ViewLog | None = None) -> None:
         exp = inputs.experiment
+        self.asker = view_log or DIRECT  # every question to the strategy goes through it (sim/view_log.py)
         self.inputs = inputs
         self.info = exp.experiment
         self.pbt = exp.pbt
@@ -181,7 +184,7 @@ class Simulation(ExploitSteps, FaultSteps):
         for w in list(self._idle.values()):
             if not self.runnable or not self.unfinished:
                 return
-            decision = self.strategy.assign(w, self.view)
+            decision = self.asker.ask(self.strategy, w, self.view, self.trials)
             if isinstance(decision, Idle):
                 continue
             del self._idle[w.id]
@@ -221,7 +224,7 @@ class Simulation(ExploitSteps, FaultSteps):
             self._running[w.id] = decision.trial
             yield from self._run_chunk(w, self.trials[decision.trial], max(1, decision.iterations), decision.restart)
             # This worker decides first (it holds its trial in memory), then idle workers get the rest.
-            nxt = self.strategy.assign(w, self.view) if self.unfinished else IDLE
+            nxt = self.asker.ask(self.strategy, w, self.view, self.trials) if self.unfinished else IDLE
             self._decided(w, nxt)
             if isinstance(nxt, Run):
                 self._reserve(nxt, w)
@@ -309,7 +312,7 @@ class Simulation(ExploitSteps, FaultSteps):
         self.remaining -= k
         self.model.chunk(t, k, evaluates)
         self._emit("chunk", t, w, iterations=k, duration_s=dur, eval_s=eval_s)
-        self.strategy.on_chunk(w, t, k, dur, self.view)
+        self.asker.chunk(self.strategy, w, t, k, dur, self.view, self.trials)
         reached = evaluates and t.accuracy is not None and t.accuracy >= self.info.target_accuracy
         if reached and self.time_to_target is None:
             self.time_to_target = self.env.now
@@ -356,8 +359,7 @@ class Simulation(ExploitSteps, FaultSteps):
                 self._emit(effect.event, t, w, **dict(effect.fields), step_factor=t.step_factor)
 
     def eval_s(self, dm: DeviceModel, w: Worker) -> float:
-        """Seconds of one evaluation on worker ``w``: the calibration's full test set, scaled to the
-        worker's devices or cores (DeviceModel.eval_time_s) and to experiment.eval_samples."""
+        """Seconds of one evaluation on ``w``: DeviceModel.eval_time_s scaled to experiment.eval_samples."""
         return dm.eval_time_s(w.devices, w.kind) * self.info.eval_samples / 10_000
 
     def _stop(self, t: Trial, w: Worker, reason: str) -> None:
@@ -376,7 +378,7 @@ class Simulation(ExploitSteps, FaultSteps):
 
 
 def simulate(inputs: RunInputs, strategy: Strategy, seed: int, population: PopulationModel | None = None,
-             hooks: Sequence[MoveHook] = ()) -> SimResult:
+             hooks: Sequence[MoveHook] = (), view_log: ViewLog | None = None) -> SimResult:
     """Simulate one run.
 
     Args:
@@ -385,10 +387,13 @@ def simulate(inputs: RunInputs, strategy: Strategy, seed: int, population: Popul
         seed: the run's seed.
         population: accuracy and PBT-decision source (default: the learning-curve surrogate).
         hooks: consulted each time a trial moves to a worker of another speed (e.g. adaptation).
+        view_log: writes down every view the strategy is asked with, and its answers (flushed at the end).
     """
-    sim = Simulation(inputs, strategy, seed, population, hooks)
+    sim = Simulation(inputs, strategy, seed, population, hooks, view_log)
     try:
         return sim.run()
     except LearningModelFailed as exc:  # the caller keeps what happened before (events.partial.jsonl)
         exc.events = sim.events
         raise
+    finally:
+        sim.asker.flush()

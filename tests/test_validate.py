@@ -17,6 +17,7 @@ from hetune.sim.strategies import names as strategy_names
 from hetune.sim.strategies import register
 from hetune.cli import main
 from hetune.sim.events import read_events
+from hetune.sim.view_log import VIEWS_FILE, read_view_log, replay
 
 pytestmark = [pytest.mark.slow, pytest.mark.ray, pytest.mark.torch]  # real Ray Tune runs: minutes
 
@@ -29,6 +30,15 @@ def smoke(tmp_path_factory):
     out = tmp_path_factory.mktemp("smoke") / "run"
     assert main(["validate", str(SMOKE), "--strategy", "tune-default", "--out", str(out), "--quiet"]) == 0
     return out
+
+
+def _replays_exactly(out, strategy: str, overrides: list[str]) -> int:
+    """Questions of a real run's view log that a fresh strategy object answered as recorded (all of them)."""
+    header, records = read_view_log(out / VIEWS_FILE)
+    assert header["strategy"] == strategy and header["engine"] == "real"
+    result = replay(load_inputs(SMOKE, overrides).make_strategy(strategy), records, header["mode"])
+    assert result.exact, result.first_mismatch
+    return result.asked
 
 
 def test_smoke_run_completes_with_exploits_in_the_event_schema(smoke):
@@ -70,6 +80,8 @@ def test_compare_reports_the_makespan_error(smoke, capsys):
     assert sum(v["real"] for v in shares.values()) == pytest.approx(1, abs=1e-3)
     assert fid["decisions"]["real"]["run"] > 0 and fid["decisions"]["sim"]["run"] > 0
     assert "share of iterations on cpu-fast" in out
+    r = fid["strategy_replay"]  # the run's strategy, asked again with each view it recorded
+    assert r["asked"] == r["matched"] > 0 and f"strategy replay: {r['asked']} of {r['asked']} questions" in out
 
 
 def test_rank_aware_moves_trials_between_device_types(tmp_path):
@@ -238,6 +250,8 @@ def test_validate_killed_with_sigkill_at_two_points_resumes(tmp_path, ray_addres
         for c in (e for e in events if e["kind"] == "chunk" and e["trial"] == t):
             assert c["iteration"] - c["iterations"] <= reached, (t, c)  # redone, never skipped
             reached = max(reached, c["iteration"])
+    # the view log was cut where each resumed strategy's saved state had seen it: its replay is exact
+    assert _replays_exactly(out, "tune-default", ["experiment.stop_iterations=30", "experiment.batch_size=4"]) > 0
 
 
 TINY = ["--quiet", "--set", "experiment.population=2", "--set", "experiment.stop_iterations=20",
@@ -320,6 +334,8 @@ def test_every_strategy_runs_for_real_through_its_own_strategy_object(tmp_path, 
     # the strategy gave its trial
     runs = {(e["trial"], e["worker"]) for e in events if e["kind"] == "decision" and e["action"] == "run"}
     assert {(e["trial"], e["worker"]) for e in events if e["kind"] == "chunk"} <= runs
+    # and a fresh strategy object shown every view the run recorded answers as the run's did
+    assert _replays_exactly(out, strategy, TINY[2::2]) >= len(runs)
 
 
 def test_a_strategy_added_in_a_test_runs_in_both_engines_unchanged(tmp_path):
@@ -340,3 +356,4 @@ def test_plain_ray_pbt_reference_run(tmp_path):
     out = tmp_path / "plain"
     assert main(["validate", str(SMOKE), "--strategy", "tune-default", "--plain", "--out", str(out), *TINY]) == 0
     assert {e["trial"] for e in read_events(out / "events.jsonl") if e["kind"] == "stop"} == {0, 1}
+    assert not (out / VIEWS_FILE).exists()  # Ray's own PBT asks no strategy
