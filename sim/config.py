@@ -199,7 +199,8 @@ class RealConfig:
 
     Args:
         data_dir: folder holding the CIFAR python folders ("" = use --data-dir).
-        synthetic: train on a small synthetic CIFAR-format dataset with a learnable signal (smoke runs).
+        synthetic: train on a small synthetic CIFAR-format dataset with a learnable signal (for tests
+            that need an instant dataset; real data that needs no download: dataset = "digits").
         synthetic_train: training images of the synthetic dataset.
         synthetic_signal: strength of its class signal, in (0, 1] (1 = learned in a few dozen
             iterations; smaller is harder, so that PBT has something to do).

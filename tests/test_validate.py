@@ -49,7 +49,8 @@ def test_smoke_run_completes_with_exploits_in_the_event_schema(smoke):
     assert json.loads((smoke / "inputs.json").read_text())["frozen"] == "before the run started"
     stops = {e["trial"] for e in events if e["kind"] == "stop"}
     assert stops == {0, 1, 2, 3}
-    assert summary["best_accuracy"] > 0.3  # the synthetic data has a learnable signal
+    # real digits: 40 iterations of batch 8 see 320 images; well above chance (0.1) all the same
+    assert summary["best_accuracy"] > 0.2
     exploits = [e for e in events if e["kind"] == "exploit"]
     assert exploits, "4 trials, quantile 1: the bottom trial clones the top one at a perturbation point"
     continued = 0
@@ -114,14 +115,17 @@ def test_killed_trial_resumes_from_its_last_checkpoint(tmp_path):
         assert any(e["kind"] == "stop" and e["trial"] == t for e in events)
 
 
+CIFAR = ["--set", 'experiment.dataset="cifar10"']  # real CIFAR: hetune ships none, the user names its folder
+
+
 def test_bad_input(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)  # "best" looks for sweeps under ./results
     cases = [
         (["--strategy", "magic"], "unknown strategy 'magic'"),
         (["--strategy", "hrfs", "--plain"], "--plain: is Ray Tune's own scheduling"),
-        (["--strategy", "tune-default", "--set", "real.synthetic=false", "--data-dir", "/nonexistent/cifar"],
+        (["--strategy", "tune-default", *CIFAR, "--data-dir", "/nonexistent/cifar"],
          "no cifar10 python folder at /nonexistent/cifar/cifar-10-batches-py"),
-        (["--strategy", "tune-default", "--set", "real.synthetic=false"], "--data-dir: name the folder"),
+        (["--strategy", "tune-default", *CIFAR], "--data-dir: name the folder"),
         (["--strategy", "best"], "no sweep of experiment 'smoke-local'"),
     ]
     for args, needle in cases:
