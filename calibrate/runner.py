@@ -18,6 +18,7 @@ from typing import Any, Callable
 
 from hetune.calibrate.build import DEFAULT_PARALLEL_FRACTION, build_file, fit_cells, holdout_errors
 from hetune.calibrate.fit import amdahl_parallel_fraction
+from hetune.calibrate.storage import measure_storage, open_storage
 from hetune.real.discovery import DeviceTarget, discover, local_resources
 from hetune.sim.cluster import ClusterConfig, load_cluster
 from hetune.sim.enums import DeviceKind
@@ -53,6 +54,9 @@ class CalibrateRequest:
         under_load: time every cell (and the overheads probe) while the cluster's other worker slots
             train (calibrate/load.py): for an emulated cluster whose device types share this
             host's cores; refused with an address.
+        storage: the checkpoint storage to measure (a path or URI, as real.storage_path takes it;
+            calibrate/storage.py); "" = none: the file gets no [storage] table.
+        shared_storage: that path is a file system every node mounts.
     """
 
     cluster: str
@@ -71,6 +75,8 @@ class CalibrateRequest:
     devices: list[str] = field(default_factory=list)
     overheads: bool = True
     under_load: bool = False
+    storage: str = ""
+    shared_storage: bool = False
 
 
 def validate(req: CalibrateRequest) -> ClusterConfig:
@@ -150,6 +156,8 @@ def run_calibration(req: CalibrateRequest, report: Callable[[str], None] = print
         progress: called with (cell description, done, total).
     """
     cluster = validate(req)
+    if req.storage:  # unreachable storage is refused before anything is measured
+        open_storage(req.storage)
     base = read_toml(req.out) if (req.merge or req.resume) and Path(req.out).exists() else None
     done_cells = set()
     samples: list[Sample] = []
@@ -204,9 +212,10 @@ def run_calibration(req: CalibrateRequest, report: Callable[[str], None] = print
         if overheads:
             provenance["overheads"] = ("start_overhead_s, resume_s, save_s, load_s: a Ray Tune probe per model and "
                                        "device type (calibrate/overheads.py: one trial started, paused twice, resumed)")
+        storage = _measure_storage(req, extras_raw, report)
         if progress:
             progress("done", total, total)
-        data = _write(req, samples, extras_raw, provenance, device_names, base, overheads)
+        data = _write(req, samples, extras_raw, provenance, device_names, base, overheads, storage)
     finally:
         ray.shutdown()
     fits = {k: v for k, v in fit_cells(samples).items() if "@" not in k[1]}  # not the thread-scaling cells
@@ -337,9 +346,23 @@ def _measure_overheads(req: CalibrateRequest, targets: list[DeviceTarget], base:
     return out
 
 
+def _measure_storage(req: CalibrateRequest, extras_raw: dict[tuple[str, str], list[dict[str, Any]]],
+                     report: Callable[[str], None]) -> dict[str, Any] | None:
+    """The [storage] table: ``req.storage`` timed with the largest checkpoint measured (None without one)."""
+    if not req.storage:
+        return None
+    from dataclasses import asdict
+
+    mb = max((float(r["checkpoint_mb"]) for rows in extras_raw.values() for r in rows), default=0.0)
+    model = measure_storage(req.storage, mb or 45.0, shared=req.shared_storage)  # 45 MB: a ResNet-18's
+    report(f"storage {model.uri} ({model.kind}): upload {model.upload_mb_s:,.0f} MB/s, download "
+           f"{model.download_mb_s:,.0f} MB/s, {model.request_s:.3f} s per request")
+    return asdict(model)
+
+
 def _write(req: CalibrateRequest, samples: list[Sample], extras_raw: dict[tuple[str, str], list[dict[str, Any]]],
            provenance: dict[str, Any], device_names: dict[str, str], base: dict[str, Any] | None,
-           overheads: dict[tuple[str, str], dict[str, float]] | None = None):
+           overheads: dict[tuple[str, str], dict[str, float]] | None = None, storage: dict[str, Any] | None = None):
     extras: dict[tuple[str, str], dict[str, Any]] = {}
     base_models = (base or {}).get("models", {})
     for key, rows in extras_raw.items():
@@ -358,6 +381,9 @@ def _write(req: CalibrateRequest, samples: list[Sample], extras_raw: dict[tuple[
         extras[key] = ex
     prov = dict(provenance, devices={d: n for d, n in sorted(device_names.items())})
     data, warnings = build_file(samples, extras, prov, base)
+    storage = storage or (base or {}).get("storage")  # --merge keeps a storage measured before
+    if storage:
+        data["storage"] = storage
     if data["models"]:
         Path(req.out).parent.mkdir(parents=True, exist_ok=True)
         atomic_write_toml(req.out, data, header=f"Measured by `hetune calibrate` on {provenance['host']}; "

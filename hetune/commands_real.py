@@ -25,7 +25,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
                            repeat=args.repeat, holdout=args.holdout, merge=args.merge, resume=args.resume,
                            address=args.address, data_dir=args.data_dir, stem=args.stem,
                            devices=[d for d in args.devices.split(",") if d], overheads=not args.skip_overheads,
-                           under_load=args.under_load)
+                           under_load=args.under_load, storage=args.storage, shared_storage=args.shared_storage)
     bars: list[Any] = []  # made on the first cell, so bad input prints only its error line
 
     def progress(desc: str, done: int, total: int) -> None:
@@ -208,6 +208,9 @@ def _register_calibrate(sub: "argparse._SubParsersAction[argparse.ArgumentParser
     p.add_argument("--under-load", action="store_true",
                    help="time each cell while the cluster's other worker slots train (an emulated cluster on this "
                         "host, whose device types share its cores)")
+    p.add_argument("--storage", default="", help="also time checkpoint transfers to this storage (a path, or a URI "
+                   "such as s3://bucket/prefix?endpoint_override=host:port&scheme=http): the file's [storage]")
+    p.add_argument("--shared-storage", action="store_true", help="--storage is a file system every node mounts")
     p.add_argument("--skip-overheads", action="store_true",
                    help="skip the Ray Tune probe of trial start, pause/resume, save and restore per device type")
     p.add_argument("--quiet", action="store_true")

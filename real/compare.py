@@ -58,6 +58,17 @@ def decision_counts(events: list[dict[str, Any]]) -> dict[str, int]:
             "restart": sum(bool(e.get("restart")) for e in runs)}
 
 
+def transfer_seconds(events: list[dict[str, Any]]) -> dict[str, Any]:
+    """Mean seconds of a checkpoint's upload to storage per save, and of its download (or node-to-node
+    copy) per restore, with how many were measured. The simulator charges uploads on its checkpoint
+    events; a real run measures them in the trial's process and reports them on the next chunk (a
+    pause's save, after which the process stops, goes unmeasured)."""
+    ups = [float(e["upload_s"]) for e in events if e["kind"] in ("checkpoint", "chunk") and e.get("upload_s")]
+    downs = [float(e.get("copy_s") or 0.0) for e in events if e["kind"] == "resume"]
+    return {"upload_s": round(float(np.mean(ups)), 4) if ups else None, "uploads": len(ups),
+            "download_s": round(float(np.mean(downs)), 4) if downs else None, "downloads": len(downs)}
+
+
 def _err(sim: float | None, real: float | None) -> float | None:
     if sim is None or real is None or real == 0:
         return None
@@ -112,6 +123,8 @@ def compare(run_dir: Path, overrides: list[str] | None = None) -> dict[str, Any]
         "iteration_share": {d: {"real": v, "sim": iteration_shares(sim_events).get(d, 0.0)}
                             for d, v in iteration_shares(real_events).items()},
         "decisions": {"real": decision_counts(real_events), "sim": decision_counts(sim_events)},
+        "checkpoint_transfers": {"real": transfer_seconds(real_events), "sim": transfer_seconds(sim_events),
+                                 "storage": getattr(inputs.calibration.storage, "kind", None)},
         # None when the calibration was measured where the run ran; else why the errors above may not hold
         "calibration_note": calibration_note(inputs.calibration.provenance,
                                              _shown(inputs.experiment.calibration.path, run_dir), ran_on),
@@ -255,6 +268,16 @@ def format_fidelity(f: dict[str, Any]) -> str:
         dr, ds = f["decisions"]["real"], f["decisions"]["sim"]
         lines.append(f"decisions: real {dr['run']} run / {dr['retire']} retire, "
                      f"sim {ds['run']} run / {ds['retire']} retire")
+    if "checkpoint_transfers" in f:
+        x = f["checkpoint_transfers"]
+        r, m = x["real"], x["sim"]
+
+        def sec(v: float | None) -> str:
+            return "n/a" if v is None else f"{v:.3f} s"
+        lines.append(f"checkpoint transfers ({x['storage'] or 'no storage model: node-to-node copies'}): upload per "
+                     f"save real {sec(r['upload_s'])} ({r['uploads']}), sim {sec(m['upload_s'])} ({m['uploads']}); "
+                     f"download per restore real {sec(r['download_s'])} ({r['downloads']}), "
+                     f"sim {sec(m['download_s'])} ({m['downloads']})")
     if "strategy_replay" in f:
         r = f["strategy_replay"]
         lines.append(f"strategy replay: {r['matched']} of {r['asked']} questions answered as in the run by a fresh "

@@ -167,10 +167,12 @@ class RecorderCallback(Callback):
                 st["started"] = True
                 log.emit(log.now(t_work_start), "trial_start", i, st, config=_hp(trial.config), duration_s=overhead)
             else:
+                # copy_s: the checkpoint's download from storage (0 from a file system, read in place)
                 log.emit(log.now(t_work_start), "resume", i, st, duration_s=overhead,
-                         load_s=float(result["load_s"]), copy_s=0.0)
+                         load_s=float(result["load_s"]), copy_s=float(result.get("download_s", 0.0)))
         st["chunk_s"] = st.get("chunk_s", 0.0) + float(result["step_s"]) + float(result["eval_s"])
         st["chunk_eval_s"] = st.get("chunk_eval_s", 0.0) + float(result["eval_s"])
+        st["upload_s"] = st.get("upload_s", 0.0) + float(result.get("upload_s", 0.0))
         st["iteration"] = int(result["step"])
         st["accuracy"] = float(result["accuracy"])
         if result.get("loss") is not None:
@@ -209,8 +211,10 @@ class RecorderCallback(Callback):
             # mean over the chunk's last quarter (calibrate/tune_folder.py reads Ray's results alike)
             tail = losses[-max(1, len(losses) // 4):]
             loss = {"loss": round(sum(tail) / len(tail), 6)} if tail and all(map(math.isfinite, tail)) else {}
+            # upload_s: what the trial's process spent copying its previous save to Tune's storage
+            up = {"upload_s": round(st.pop("upload_s"), 6)} if st.get("upload_s") else {}
             self.log.emit(self.log.now(wall), "chunk", i, st, iterations=done, duration_s=st.get("chunk_s", 0.0),
-                          eval_s=st.get("chunk_eval_s", 0.0), **loss)
+                          eval_s=st.get("chunk_eval_s", 0.0), **loss, **up)
         st["chunk_start_iter"] = st["iteration"]
         st["chunk_s"] = 0.0
         st["chunk_eval_s"] = 0.0

@@ -87,7 +87,7 @@ def _faults(inputs: RunInputs, emulated: Any, log: Any, seed: int, resume: bool)
                                lambda: log.t0, record)]
 
 
-def _start_ray(inputs: RunInputs, address: str, storage: Path, shared: bool,
+def _start_ray(inputs: RunInputs, address: str, storage: str, shared: bool,
                slots: dict[str, dict[str, float]] | None = None):
     from hetune.real.ray_init import init_ray, quiet_logger, token_auth_as_ray_init_does
 
@@ -129,7 +129,7 @@ class _Plan:
     seed: int
     out: Path
     data: str  # the CIFAR folder ("" for the model trainable)
-    storage: Path  # Tune's storage_path
+    storage: str  # Tune's storage_path: a local folder, or a URI (s3://...)
     workers: list[WorkerSpec]
     place: Any  # real/placement.py Placement
     resume: bool
@@ -189,6 +189,19 @@ def run_validate(experiment: str, overrides: list[str], strategy: str, out: Path
     return summary
 
 
+def _storage(storage_path: str, out: Path) -> str:
+    """Tune's storage_path for this run: ``out``/tune unless the experiment names one; a URI that
+    cannot be reached (an S3 endpoint that refuses, a missing bucket) is refused in one line."""
+    from hetune.real.checkpoint_storage import open_storage
+
+    if not storage_path:
+        return str(out / "tune")
+    if "://" not in storage_path:
+        return str(Path(storage_path).expanduser().resolve())
+    open_storage(storage_path, "real.storage_path")
+    return storage_path
+
+
 def _plan(experiment: str, overrides: list[str], strategy: str, out: Path, data_dir: str, seed: int | None,
           resume: bool, plain: bool) -> _Plan:
     """Load (or, resuming, reload the frozen) inputs, resolve the strategy and data, refuse what cannot
@@ -230,7 +243,7 @@ def _plan(experiment: str, overrides: list[str], strategy: str, out: Path, data_
             raise ConfigError("--data-dir", "", "name the folder holding the CIFAR python folders "
                               "(or set real.synthetic = true for a smoke run)")
         load_cifar(data, info.dataset, "test", limit=1)  # refuse a missing folder before Ray starts
-    storage = Path(exp.real.storage_path).expanduser() if exp.real.storage_path else out / "tune"
+    storage = _storage(exp.real.storage_path, out)  # refused here, before anything starts, if unreachable
     if resume and not (out / "events.partial.jsonl").is_file():
         raise ConfigError(str(out), "", "nothing to resume here (no events.partial.jsonl of an interrupted run)")
     out.mkdir(parents=True, exist_ok=True)
@@ -330,7 +343,9 @@ def _tuner(plan: _Plan, trainable: Any, param_space: dict[str, Any], scheduler: 
     os.environ.setdefault("TUNE_GLOBAL_CHECKPOINT_S", "0")
     name = f"{info.name}-{plan.strategy}"
     if plan.resume:
-        tuner = tune.Tuner.restore(str(plan.storage / name), trainable, resume_unfinished=True,
+        from hetune.real.checkpoint_storage import storage_join
+
+        tuner = tune.Tuner.restore(storage_join(plan.storage, name), trainable, resume_unfinished=True,
                                    param_space=param_space)
         # Tuner.restore brings back the pickled callbacks and scheduler of the first start;
         # ours carry the journaled events, so they replace them.
@@ -343,7 +358,7 @@ def _tuner(plan: _Plan, trainable: Any, param_space: dict[str, Any], scheduler: 
         trainable, param_space=param_space,
         tune_config=tune.TuneConfig(scheduler=scheduler, reuse_actors=False),
         # Stopping on the final result (before PBT may pause it) saves a restart just to return.
-        run_config=tune.RunConfig(name=name, storage_path=str(plan.storage), verbose=0,
+        run_config=tune.RunConfig(name=name, storage_path=plan.storage, verbose=0,
                                   stop=_Stop(info.stop_iterations, stop_accuracy),
                                   failure_config=tune.FailureConfig(max_failures=info.max_failures),
                                   # every interval, and on every pause (a class trainable saves on

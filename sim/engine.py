@@ -5,14 +5,15 @@ Timing charged per chunk (seconds, from the calibration of the worker's device t
 - first start of a trial: ``start_overhead_s``;
 - resume on a worker that does not hold the trial in memory:
   ``resume_s (or start_overhead_s where not measured) + copy_s + load_s``, where
-  ``copy_s = checkpoint_mb * 8 / 1000 / network_gbps`` when the checkpoint lies on another node, else 0;
+  ``copy_s = checkpoint_mb * 8 / 1000 / network_gbps`` when the checkpoint lies on another node, else 0
+  (with a calibrated ``[storage]``, sim/storage.py: the download from storage, on every restore);
 - compute: ``iterations * step_time_s`` (times a log-normal factor of mean 1 per chunk where the
   calibration measured a spread, ``step_cv``), plus one evaluation (``eval_s`` scaled to the worker's
   devices or cores like a step's compute, times ``eval_samples / 10,000``) when the chunk ends
   where the real trainable evaluates (a multiple of ``checkpoint_interval``, or the last iteration);
-- checkpoint save at the end of every chunk: ``save_s`` (chunks end at checkpoint
-  boundaries, or earlier when a strategy asks for fewer iterations, and a trial
-  may change worker after any chunk, so its state is always saved);
+- checkpoint save at the end of every chunk: ``save_s`` and the upload to a calibrated storage
+  (chunks end at checkpoint boundaries, or earlier when a strategy asks for fewer iterations, and a
+  trial may change worker after any chunk, so its state is always saved);
 - exploit: the trial stops and restarts from the donor's checkpoint, so its next resume pays
   ``start_overhead_s + copy_s + load_s`` (Ray Tune restarts an exploited trial: reuse_actors is off).
 
@@ -92,10 +93,9 @@ class Simulation(ExploitSteps, FaultSteps):
         for i, ss in enumerate(trial_seqs):
             rng = np.random.default_rng(ss)
             self.trials.append(Trial(i, self.model.initial_config(i, rng), rng))
+        self.runnable = RunnableIndex(self.pbt.mode)
         for t in self.trials:  # after every config is drawn: each trial's stream draws its config first
             t.progress = self.model.initial_state(t)
-        self.runnable = RunnableIndex(self.pbt.mode)
-        for t in self.trials:
             self.runnable.add(t)
         self.ranking = Ranking(self.pbt.mode)
         self.workers = self._make_workers()
@@ -104,6 +104,7 @@ class Simulation(ExploitSteps, FaultSteps):
                                   f"{inputs.cluster.cluster.name!r}")
         self.fastest_step = min(w.step_time_s for w in self.workers)
         self.copy_bandwidth_mb_s = inputs.cluster.cluster.network_gbps * 1000.0 / 8.0
+        self.storage = inputs.calibration.storage
         self.view = EngineView(self)
         self.remaining = self.population * self.stop_iterations
         self.unfinished = self.population
@@ -131,16 +132,14 @@ class Simulation(ExploitSteps, FaultSteps):
         return out
 
     def _emit(self, kind: str, trial: Trial | None = None, worker: Worker | None = None, **extra: Any) -> None:
-        self.events.append(make_event(
-            self.env.now, kind,
-            trial=None if trial is None else trial.id,
-            iteration=None if trial is None else trial.iteration,
-            accuracy=None if trial is None else trial.accuracy,
-            worker=None if worker is None else worker.id,
-            node=None if worker is None else worker.node,
-            device=None if worker is None else worker.device, **extra))
+        t, w = (None, None, None) if trial is None else (trial.id, trial.iteration, trial.accuracy), worker
+        self.events.append(make_event(self.env.now, kind, trial=t[0], iteration=t[1], accuracy=t[2],
+                                      worker=None if w is None else w.id, node=None if w is None else w.node,
+                                      device=None if w is None else w.device, **extra))
 
     def _copy_s(self, model: DeviceModel, src_node: str, dst_node: str) -> float:
+        if self.storage is not None:  # every restore reads the checkpoint from storage (sim/storage.py)
+            return self.storage.download_s(model.checkpoint_mb)
         return 0.0 if src_node == dst_node else model.checkpoint_mb / self.copy_bandwidth_mb_s
 
     def _make_runnable(self, t: Trial) -> None:
@@ -321,9 +320,10 @@ class Simulation(ExploitSteps, FaultSteps):
             self._stop(t, w, "target_accuracy" if stops else "stop_iterations")
             return
         # Every chunk end saves: the strategy may move the trial to another worker next.
-        yield self.env.timeout(dm.save_s)
+        up = {} if self.storage is None else {"upload_s": self.storage.upload_s(dm.checkpoint_mb)}
+        yield self.env.timeout(dm.save_s + up.get("upload_s", 0.0))
         t.ckpt = Checkpoint(t.iteration, t.progress, dict(t.config), w.node, t.accuracy, t.time_total_s)
-        self._emit("checkpoint", t, w, duration_s=dm.save_s)
+        self._emit("checkpoint", t, w, duration_s=dm.save_s + up.get("upload_s", 0.0), **up)
         self._release_waiters(t)
         t.at_point = self.strategy.pbt and self._at_perturbation_point(t)
         if t.at_point:

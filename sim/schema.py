@@ -76,6 +76,8 @@ def convert(tp: Any, value: Any, where: str, key: str) -> Any:
         args = get_args(tp)
         if value is None and type(None) in args:
             return None
+        if len(args) == 2 and type(None) in args:  # X | None: X's own error names the key at fault
+            return convert(next(a for a in args if a is not type(None)), value, where, key)
         errors = []
         for arg in args:
             if arg is type(None):

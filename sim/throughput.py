@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Literal
 from hetune.sim.enums import DeviceKind
 from hetune.sim.errors import ConfigError
 from hetune.sim.schema import from_mapping
+from hetune.sim.storage import StorageModel
 from hetune.sim.surrogate import SurrogateParams
 from hetune.sim.tomlfile import read_toml
 
@@ -203,12 +204,15 @@ class CalibrationConfig:
         models: per model, per device type, its step-time model and overheads.
         samples: the measured step times the models were fitted to (one row per model, device, batch).
         curves: per model, learning-curve parameters fitted from real runs (the bell model's).
+        storage: the checkpoint storage's measured costs (sim/storage.py); None: the older model
+            (a node-to-node copy where a trial resumes away from its checkpoint, no upload).
     """
 
     provenance: dict[str, Any]
     models: dict[str, dict[str, DeviceModel]]
     samples: tuple[Sample, ...] = ()
     curves: dict[str, SurrogateParams] = field(default_factory=dict)
+    storage: StorageModel | None = None
 
     def check(self) -> Iterator[tuple[str, str]]:
         if not self.models:

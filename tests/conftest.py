@@ -189,3 +189,32 @@ def write_rows(path: Path, rows: list[dict[str, Any]], fields: list[str]) -> Non
         w = csv.DictWriter(fh, fieldnames=fields)
         w.writeheader()
         w.writerows(rows)
+
+
+@pytest.fixture
+def s3_storage(monkeypatch):
+    """An S3-compatible server on loopback (moto's, from the test extra) with a bucket "hetune":
+    yields the storage URI a run names (``real.storage_path``); any credentials do, set in the
+    environment that Ray's processes inherit. The server is ended by its id."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            time.sleep(0.2)
+        for key, value in (("AWS_ACCESS_KEY_ID", "test"), ("AWS_SECRET_ACCESS_KEY", "test"),
+                           ("AWS_DEFAULT_REGION", "us-east-1")):
+            monkeypatch.setenv(key, value)
+        import boto3
+
+        boto3.client("s3", endpoint_url=f"http://127.0.0.1:{port}").create_bucket(Bucket="hetune")
+        yield f"s3://hetune/runs?endpoint_override=127.0.0.1:{port}&scheme=http"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)

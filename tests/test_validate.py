@@ -356,8 +356,39 @@ def test_a_strategy_added_in_a_test_runs_in_both_engines_unchanged(tmp_path):
         strategy_registry.REGISTRY.pop(FastestOnly.name, None)
 
 
-def test_plain_ray_pbt_reference_run(tmp_path):
+def test_plain_ray_pbt_reference_run_with_checkpoints_through_s3(tmp_path, s3_storage, capsys):
+    """Ray's own PBT, its storage_path an S3 server on loopback: every save is uploaded there and
+    every restore downloaded, so checkpoints travel; compare sets the measured transfers against
+    the simulator's, from a calibration whose [storage] was measured against that server."""
+    import boto3
+    import tomli_w
+    import tomllib
+    from dataclasses import asdict
+
+    from hetune.calibrate.storage import measure_storage
+
+    calib = tomllib.loads((REPO / "configs/calibration/local.toml").read_text())
+    mb = calib["models"]["resnet18"]["cpu-fast"]["checkpoint_mb"]
+    calib["storage"] = asdict(measure_storage(s3_storage, mb, repeats=2))
+    (tmp_path / "calib.toml").write_text(tomli_w.dumps(calib))
     out = tmp_path / "plain"
-    assert main(["validate", str(SMOKE), "--strategy", "tune-default", "--plain", "--out", str(out), *TINY]) == 0
-    assert {e["trial"] for e in read_events(out / "events.jsonl") if e["kind"] == "stop"} == {0, 1}
+    storage = ["--set", f'real.storage_path="{s3_storage}"', "--set", f'calibration.path="{tmp_path / "calib.toml"}"']
+    # 3 trials on 2 slots: Ray's PBT pauses a trial at iteration 10 for the one waiting, which later
+    # restores from storage
+    assert main(["validate", str(SMOKE), "--strategy", "tune-default", "--plain", "--out", str(out), *TINY, *storage,
+                 "--set", "experiment.population=3"]) == 0
+    events = read_events(out / "events.jsonl")
+    assert {e["trial"] for e in events if e["kind"] == "stop"} == {0, 1, 2}
     assert not (out / VIEWS_FILE).exists()  # Ray's own PBT asks no strategy
+    assert not (out / "tune").exists()  # nothing kept in the run folder: Tune's storage is the server
+    endpoint = "http://" + s3_storage.split("endpoint_override=")[1].split("&")[0]
+    keys = [o["Key"] for o in boto3.client("s3", endpoint_url=endpoint).list_objects_v2(Bucket="hetune")["Contents"]]
+    assert any("/checkpoint_" in k and k.endswith("state.pt") for k in keys)
+    assert any(e.get("upload_s", 0) > 0 for e in events if e["kind"] == "chunk")  # measured in the trial
+    restores = [e for e in events if e["kind"] == "resume"]
+    assert restores and all(e["copy_s"] > 0 for e in restores), restores  # downloaded before each restore
+    assert main(["compare", str(out)]) == 0
+    x = json.loads((out / "fidelity.json").read_text())["checkpoint_transfers"]
+    assert x["storage"] == "s3" and x["real"]["uploads"] > 0 and x["sim"]["uploads"] > 0
+    assert x["real"]["download_s"] > 0 and x["sim"]["download_s"] > 0
+    assert "checkpoint transfers (s3): upload per save real" in capsys.readouterr().out

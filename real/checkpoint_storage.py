@@ -1,0 +1,34 @@
+"""Tune's checkpoint storage as a run names it (``real.storage_path``): reached, joined, refused.
+
+Ray Tune 2.60 takes a local folder or a URI that pyarrow reads (``s3://bucket/prefix``, with
+``?endpoint_override=host:port&scheme=http`` for an S3-compatible server on another endpoint); every
+node must reach it. What is checked here is what fails before any trial starts otherwise: an endpoint
+that refuses, a bucket that is not there.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from hetune.sim.errors import ConfigError
+
+
+def open_storage(uri: str, where: str = "--storage") -> tuple[Any, str]:
+    """(pyarrow filesystem, path on it) of ``uri``; ConfigError in one line where it cannot be reached."""
+    import pyarrow.fs as pafs
+
+    try:
+        fs, path = pafs.FileSystem.from_uri(uri if "://" in uri else str(Path(uri).expanduser().resolve()))
+        fs.get_file_info(path)  # an S3 endpoint that refuses: fails here
+        if fs.type_name == "s3" and fs.get_file_info(path.split("/")[0]).type == pafs.FileType.NotFound:
+            raise OSError(f"bucket {path.split('/')[0]!r} not found")
+    except (OSError, ValueError) as exc:
+        raise ConfigError(where, "", f"cannot reach checkpoint storage {uri!r}: {str(exc).splitlines()[0]}") from None
+    return fs, path
+
+
+def storage_join(storage: str, name: str) -> str:
+    """``storage``/``name``, before a URI's query (``s3://b/p?endpoint_override=...``)."""
+    base, sep, query = storage.partition("?")
+    return f"{base.rstrip('/')}/{name}{sep}{query}"
