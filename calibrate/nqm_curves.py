@@ -74,6 +74,7 @@ def write_fit(paths: list[str], out: Path, prior: NQMParams, eval_samples: int, 
                     "trials_whose_lr_changed": design["lr_changes"], "accuracy_rmse": round(fit["rmse"], 6),
                     "noise_std_and_seed_std": "moment estimates from the residuals (no interval)",
                     "intervals": "95% profile likelihood; identified = closed and within x10 (max_accuracy 0.2)",
+                    "lag1": fit["lag1"], "inflation": fit["inflation"],  # the residuals' serial correlation
                     **({"loss_map": {"floor": fit["loss_map"][0], "scale": fit["loss_map"][1]}}
                        if fit["loss_map"] else {}),
                     "parameters": table}}

@@ -84,6 +84,7 @@ class Problem:
     acc_sd: float = 1.0
     loss_sd: float = 1.0
     fixed_loss: tuple[float, float] = (0.0, 1.0)
+    threshold: float = CHI2_95  # the rise of the sum of squares that bounds a 95% profile interval
 
     @property
     def chance(self) -> float:
@@ -113,6 +114,29 @@ class Problem:
             l_hat = np.log([floor + scale * min(rel, 1e12) for r, _, rel in pred if r.loss is not None])
             res.append((l_obs - l_hat) / self.loss_sd)
         return np.concatenate(res)
+
+    def lag1(self, x: np.ndarray) -> float:
+        """Pooled lag-1 autocorrelation of consecutive scaled residuals within each trial (accuracy
+        and loss series apart): a trial's luck carries from one reading to the next."""
+        nqm, (floor, scale) = self.params(x)
+        owner = {id(r): i for i, h in enumerate(self.histories) for r in h.readings()}
+        series: dict[tuple[int, str], list[float]] = {}
+        for r, a, rel in predict(self.histories, nqm, self.eval_samples):
+            if r.accuracy is not None:
+                series.setdefault((owner.get(id(r), -1), "acc"), []).append((r.accuracy - a) / self.acc_sd)
+            if self.use_loss and r.loss is not None:
+                hat = math.log(floor + scale * min(rel, 1e12))
+                series.setdefault((owner.get(id(r), -1), "loss"), []).append((math.log(r.loss) - hat) / self.loss_sd)
+        num = sum(float(np.dot(v[:-1], v[1:])) for v in map(np.asarray, series.values()) if len(v) > 1)
+        den = sum(float(np.dot(v, v)) for v in map(np.asarray, series.values()))
+        return num / den if den > 0 else 0.0
+
+
+def inflation(rho: float) -> float:
+    """How much wider (in the sum of squares) an interval must be when residuals are autocorrelated
+    with lag-1 coefficient ``rho``: (1 + rho) / (1 - rho), the variance factor of a mean of an AR(1)
+    series; 1 for rho <= 0, at most 10."""
+    return 1.0 if rho <= 0 else min((1 + rho) / (1 - min(rho, 0.99)), 10.0)
 
 
 def _solve(p: Problem, starts: list[np.ndarray], fun: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
@@ -162,9 +186,12 @@ def fit_nqm(histories: list[History], prior: NQMParams, eval_samples: int, use_l
     unidentified: list[str] = []
     table: dict[str, dict[str, Any]] = {}
     first: dict[str, dict[str, Any]] = {}
+    rho = 0.0
     while True:  # again only when a pass found parameters the data did not identify
         p = Problem(histories, prior, eval_samples, [n for n in free if n not in unidentified], use_loss)
         x = _first_fit(p, rng, starts)
+        rho = p.lag1(x)
+        p.threshold = CHI2_95 * inflation(rho)
         for _ in range(3):  # a profile that finds a lower cost moves the fit there
             prof, better = _profile(p, x)
             if better is None:
@@ -193,7 +220,8 @@ def fit_nqm(histories: list[History], prior: NQMParams, eval_samples: int, use_l
     noise_std, seed_std, rmse = noise_estimates(histories, nqm, eval_samples)
     nqm = dataclasses.replace(nqm, noise_std=noise_std, seed_std=seed_std)
     return {"params": nqm, "table": table, "design": design, "rmse": rmse, "noise_std": noise_std,
-            "seed_std": seed_std, "loss_map": loss if use_loss else None, "readings": design["accuracies"]}
+            "seed_std": seed_std, "loss_map": loss if use_loss else None, "readings": design["accuracies"],
+            "lag1": round(rho, 4), "inflation": round(inflation(rho), 4)}
 
 
 def _first_fit(p: Problem, rng: np.random.Generator, starts: int) -> np.ndarray:
@@ -289,19 +317,19 @@ def _profile(p: Problem, x: np.ndarray) -> tuple[dict[str, tuple[float, float, b
                 if c < best_c:
                     best_c, better = c, np.insert(xs, j, v)
                 d = c - c0
-                if d >= CHI2_95:  # crossed: find where, by the square root of the rise (linear in the
+                if d >= p.threshold:  # crossed: find where, by the square root of the rise (linear in the
                     # distance where the profile is quadratic), refined by two more refits
                     for _ in range(REFINE):
-                        mid = _cross(prev_v, prev_d, v, d)
+                        mid = _cross(prev_v, prev_d, v, d, p.threshold)
                         q.prior = dataclasses.replace(p.prior, **_one(name, mid, p))
                         q.fixed_loss = _one_loss(name, mid, p)
                         xm = _solve(q, [xs], q.residuals)
                         dm = float(np.sum(q.residuals(xm) ** 2)) - c0
-                        if dm >= CHI2_95:
+                        if dm >= p.threshold:
                             v, d = mid, dm
                         else:
                             prev_v, prev_d = mid, dm
-                    end = _cross(prev_v, prev_d, v, d)
+                    end = _cross(prev_v, prev_d, v, d, p.threshold)
                     break
                 prev_v, prev_d = v, d
                 if v in (lo_b, hi_b):
@@ -313,11 +341,11 @@ def _profile(p: Problem, x: np.ndarray) -> tuple[dict[str, tuple[float, float, b
     return out, better
 
 
-def _cross(v0: float, d0: float, v1: float, d1: float) -> float:
-    """Where the rise of the profile reaches CHI2_95 between (v0, d0) below and (v1, d1) above it,
+def _cross(v0: float, d0: float, v1: float, d1: float, threshold: float) -> float:
+    """Where the rise of the profile reaches ``threshold`` between (v0, d0) below and (v1, d1) above it,
     interpolating the square root of the rise."""
     r0, r1 = math.sqrt(max(d0, 0.0)), math.sqrt(d1)
-    return v0 + (v1 - v0) * (math.sqrt(CHI2_95) - r0) / max(r1 - r0, 1e-12)
+    return v0 + (v1 - v0) * (math.sqrt(threshold) - r0) / max(r1 - r0, 1e-12)
 
 
 def _one(name: str, v: float, p: Problem) -> dict[str, Any]:

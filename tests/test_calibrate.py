@@ -66,7 +66,7 @@ def probed(tmp_path_factory):
     out = tmp / "cal.toml"
     shutil.copy(REPO / "configs/calibration/reference.toml", out)
     req = CalibrateRequest(cluster=str(tmp / "cluster.toml"), models=["resnet18"], batch_sizes=[8, 16], steps=2,
-                           warmup=1, out=str(out), merge=True)
+                           warmup=1, out=str(out), merge=True, storage=str(tmp / "store"))
     lines: list[str] = []
     result = run_calibration(req, report=lines.append)
     return tmp, req, out, result, lines
@@ -84,6 +84,9 @@ def test_local_probe_writes_a_file_the_simulator_loads(probed, tmp_path):
     assert slow.step_time_s(16, 1, "cpu") > 1.5 * fast.step_time_s(16, 1, "cpu")
     assert cal.models["resnet18"]["k80"].source == "published"  # --merge kept the reference entries
     assert cal.provenance["data"] == "synthetic CIFAR-shaped batches" and "torch" in cal.provenance
+    # --storage: the checkpoint storage timed with the measured checkpoint size (a local folder: read in place)
+    assert cal.storage is not None and cal.storage.kind == "local" and cal.storage.upload_mb_s > 0
+    assert cal.storage.download_mb_s == 0 and not cal.storage.uri.startswith("/")
     assert "v100" in result["missing"] and any("v100" in line for line in lines)
     failed = [s for s in cal.samples if not s.ok]
     assert {s.device for s in failed} == {"v100"} and all(s.reason for s in failed)

@@ -88,3 +88,7 @@ def test_a_run_refuses_storage_it_cannot_reach_before_anything_starts(tmp_path, 
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and "real.storage_path" in err[0] and needle in err[0], err
         assert not out.exists()
+    cal = tmp_path / "cal.toml"  # calibrate refuses it before measuring anything
+    assert main(["calibrate", "--out", str(cal), "--quiet", "--storage", closed]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--storage: cannot reach checkpoint storage" in err[0] and not cal.exists(), err
