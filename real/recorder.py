@@ -268,14 +268,43 @@ def _hp(config: dict[str, Any]) -> dict[str, float]:
 
 
 class RecordingPBT(PopulationBasedTraining):
-    """Ray Tune's PBT, unchanged, that also logs every exploit and explore as events."""
+    """Ray Tune's PBT, unchanged, that also logs every exploit and explore as events and, where
+    ``decisions`` names a file, every decision it makes with what it saw (one JSON line each):
+    ``rank`` (at a trial's perturbation point: every scored trial's last score, the lower and upper
+    quantiles), ``donor`` (the top-quantile trial a bottom one drew to clone, and the candidates) and
+    ``explore`` (the operation per hyperparameter). Ray's own random draws are what they were."""
 
-    def __init__(self, log: EventLog, recorder: RecorderCallback, record_pauses: bool = True, **kwargs: Any) -> None:
+    def __init__(self, log: EventLog, recorder: RecorderCallback, record_pauses: bool = True,
+                 decisions: str | Path | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._hetune_log = log
         self._hetune_recorder = recorder
         # False under a StrategyScheduler, which overrules PBT's pauses and records its own
         self._hetune_record_pauses = record_pauses
+        self._hetune_decisions = str(decisions) if decisions else None
+        self._hetune_at: int | None = None  # the trial whose result PBT is deciding on
+        self._hetune_upper: list[int] = []
+        self._hetune_ops: dict[str, str] = {}
+
+    def _record(self, kind: str, **fields: Any) -> None:
+        if self._hetune_decisions is not None:  # appended per decision (a few per perturbation point)
+            with open(self._hetune_decisions, "a") as fh:
+                fh.write(json.dumps({"t": round(self._hetune_log.now(), 6), "kind": kind, "trial": self._hetune_at,
+                                     **fields}) + "\n")
+
+    def _quantiles(self) -> tuple[list[Any], list[Any]]:
+        lower, upper = super()._quantiles()
+        scores = {trial_index(t): st.last_score for t, st in self._trial_state.items()
+                  if st.last_score is not None and not t.is_finished()}
+        self._hetune_upper = sorted(trial_index(t) for t in upper)
+        self._record("rank", scores={str(k): v for k, v in sorted(scores.items())},
+                     lower=sorted(trial_index(t) for t in lower), upper=self._hetune_upper)
+        return lower, upper
+
+    def _get_new_config(self, trial: Any, trial_to_clone: Any) -> tuple[dict, dict]:
+        new_config, operations = super()._get_new_config(trial, trial_to_clone)
+        self._hetune_ops = {str(k): str(v) for k, v in sorted(operations.items())}
+        return new_config, operations
 
     def _exploit(self, tune_controller: Any, trial: Any, trial_to_clone: Any) -> None:
         log = self._hetune_log
@@ -287,8 +316,12 @@ class RecordingPBT(PopulationBasedTraining):
         old = _hp(trial.config)
         log.emit(log.now(), "exploit", i, st, donor=d, donor_iteration=donor_iter, duration_s=0.0, load_s=0.0,
                  copy_s=0.0)
+        self._record("donor", donor=d, candidates=self._hetune_upper)
+        self._hetune_ops = {}
         super()._exploit(tune_controller, trial, trial_to_clone)
-        log.emit(log.now(), "explore", i, st, old_config=old, new_config=_hp(trial.config), operations={})
+        self._record("explore", operations=self._hetune_ops)
+        log.emit(log.now(), "explore", i, st, old_config=old, new_config=_hp(trial.config),
+                 operations=self._hetune_ops)
         self._hetune_recorder.pause(trial)  # Tune pauses the trial to restart it from the donor's checkpoint
 
     def on_trial_result(self, tune_controller: Any, trial: Any, result: dict) -> str:
@@ -296,6 +329,7 @@ class RecordingPBT(PopulationBasedTraining):
         # here is at the result's iteration and accuracy.
         st = self._hetune_log.state.setdefault(trial_index(trial), {"iteration": 0, "accuracy": None, "started": True})
         st["iteration"], st["accuracy"] = int(result.get("step", 0)), float(result.get("accuracy", 0.0))
+        self._hetune_at = trial_index(trial)
         decision = super().on_trial_result(tune_controller, trial, result)
         if decision == self.PAUSE and self._hetune_record_pauses:  # time-multiplexing: a paused or pending trial waits
             self._hetune_recorder.pause(trial)

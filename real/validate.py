@@ -31,6 +31,8 @@ from hetune.sim.view_log import VIEWS_FILE
 
 import numpy as np
 
+PBT_DECISIONS = "pbt-decisions.jsonl"  # Ray's PBT's ranks, donors and explore operations (real/recorder.py)
+
 
 def best_strategy(experiment_name: str, results: Path = Path("results")) -> str:
     """The best strategy of the latest sweep (ranking.json) of this experiment under ``results``."""
@@ -304,13 +306,14 @@ def _recording(plan: _Plan, emulated: Any, quiet: bool, report_interval_s: float
     exp, info, resume = plan.inputs.experiment, plan.inputs.experiment.experiment, plan.resume
     if not resume:
         plan.journal.unlink(missing_ok=True)
+        (plan.out / PBT_DECISIONS).unlink(missing_ok=True)
     stop_accuracy = math.inf if info.budget_mode else info.target_accuracy  # budget mode: train on
     log = EventLog(plan.workers, info.checkpoint_interval, stop_accuracy, info.stop_iterations,
                    journal=None if resume else plan.journal)
     if resume:
         log.resume_from(plan.journal)
     recorder = RecorderCallback(log)
-    pbt = RecordingPBT(log, recorder, record_pauses=plan.plain, **pbt_kwargs(exp))
+    pbt = RecordingPBT(log, recorder, record_pauses=plan.plain, decisions=plan.out / PBT_DECISIONS, **pbt_kwargs(exp))
     scheduler = plan.place.wrap(pbt, interval=exp.pbt.perturbation_interval, mode=exp.pbt.mode,
                                 stop_iterations=info.stop_iterations, target_accuracy=info.target_accuracy,
                                 on_pause=recorder.pause, checkpoint_interval=info.checkpoint_interval,

@@ -63,6 +63,19 @@ def test_smoke_run_completes_with_exploits_in_the_event_schema(smoke):
             assert nxt[0]["iteration"] == ex["donor_iteration"] + 10
             continued += 1
     assert continued >= 1  # at least one exploited trial trained on (the check above ran)
+    # Ray's PBT's decisions, with what it saw: every exploit drew its donor from the upper quantile
+    # of a ranking just made, and its explore's operations are those Ray reported
+    decisions = [json.loads(line) for line in (smoke / "pbt-decisions.jsonl").read_text().splitlines()]
+    ranks = [d for d in decisions if d["kind"] == "rank"]
+    assert ranks and all(set(r["lower"]).isdisjoint(r["upper"]) for r in ranks)
+    # Ray ranks only trials scored at a perturbation point: one alone has no quantiles
+    assert all(bool(r["lower"]) == bool(r["upper"]) == (len(r["scores"]) >= 2) for r in ranks)
+    donors = [d for d in decisions if d["kind"] == "donor"]
+    assert [(d["trial"], d["donor"]) for d in donors] == [(e["trial"], e["donor"]) for e in exploits]
+    assert all(d["donor"] in d["candidates"] for d in donors)
+    explores = [e for e in events if e["kind"] == "explore"]
+    assert [e["operations"] for e in explores] == [d["operations"] for d in decisions if d["kind"] == "explore"]
+    assert all(set(e["operations"]) == {"lr", "momentum"} for e in explores)
     devices = {e["device"] for e in events if e["kind"] == "chunk"}
     assert devices == {"cpu-fast", "cpu-slow"}
 
