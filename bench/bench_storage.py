@@ -3,8 +3,9 @@
     python bench/bench_storage.py                      # tune-default (Ray's own PBT) and hrfs, about 10 min
     python bench/bench_storage.py --strategies hrfs --out /tmp/storage
 
-Starts moto's S3 server on loopback, measures it as ``hetune calibrate --storage`` does
-(calibrate/storage.py) into a copy of the shipped local calibration, then runs the smoke experiment
+Starts moto's S3 server on loopback, calibrates this host with it (``hetune calibrate --under-load
+--storage``: step times while the other slot trains, as the fidelity benchmark does, trial overheads,
+and the storage, calibrate/storage.py), then runs the smoke experiment
 for real (4 trials of the CIFAR ResNet-18 at batch 8 on the digits, 40 iterations, the emulated
 local cluster) with that server as Tune's ``storage_path``: every save goes up to it and every restore
 comes down from it. ``hetune compare`` judges each run with its frozen inputs; the table sets the
@@ -72,9 +73,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--strategies", default="tune-default,hrfs")
     ap.add_argument("--out", default=str(REPO / "results/storage"))
     a = ap.parse_args(argv)
-    import tomli_w
-
-    from hetune.calibrate.storage import measure_storage
     from hetune.cli import main as hetune
 
     out = Path(a.out)
@@ -82,17 +80,21 @@ def main(argv: list[str] | None = None) -> int:
     proc, uri = _server()
     rows, t0 = [], time.perf_counter()
     try:
-        calib = tomllib.loads((REPO / "configs/calibration/local.toml").read_text())
-        mb = calib["models"]["resnet18"]["cpu-fast"]["checkpoint_mb"]
-        calib["storage"] = dataclasses.asdict(measure_storage(uri, mb, repeats=3))
-        (out / "calibration-s3.toml").write_text(tomli_w.dumps(calib))
+        # calibrated here, before the judged runs, with the storage they will use
+        cal = out / "calibration-s3.toml"
+        if hetune(["calibrate", "--cluster", str(REPO / "configs/clusters/local.toml"), "--models", "resnet18",
+                   "--batch-sizes", "4,8,16", "--steps", "10", "--under-load", "--storage", uri, "--out", str(cal),
+                   "--force", "--quiet"]) != 0:
+            print("bench_storage: calibrate failed", file=sys.stderr)
+            return 1
+        calib = tomllib.loads(cal.read_text())
         for strategy in [s for s in a.strategies.split(",") if s]:
             run = out / "runs" / strategy
             shutil.rmtree(run, ignore_errors=True)
             plain = ["--plain"] if strategy == "tune-default" else []
             code = hetune(["validate", str(SMOKE), "--strategy", strategy, *plain, "--out", str(run), "--quiet",
                            "--set", f'real.storage_path="{uri}"',
-                           "--set", f'calibration.path="{out / "calibration-s3.toml"}"'])
+                           "--set", f'calibration.path="{cal}"'])
             if code != 0 or hetune(["compare", str(run)]) != 0:
                 print(f"bench_storage: {strategy} failed (exit {code})", file=sys.stderr)
                 return 1

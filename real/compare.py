@@ -60,10 +60,10 @@ def decision_counts(events: list[dict[str, Any]]) -> dict[str, int]:
 
 def transfer_seconds(events: list[dict[str, Any]]) -> dict[str, Any]:
     """Mean seconds of a checkpoint's upload to storage per save, and of its download (or node-to-node
-    copy) per restore, with how many were measured. The simulator charges uploads on its checkpoint
-    events; a real run measures them in the trial's process and reports them on the next chunk (a
-    pause's save, after which the process stops, goes unmeasured)."""
-    ups = [float(e["upload_s"]) for e in events if e["kind"] in ("checkpoint", "chunk") and e.get("upload_s")]
+    copy) per restore, with how many there were. Both engines put uploads on checkpoint events (a real
+    run: from the end of the trainable's save to Tune reporting it, an upper bound), downloads as the
+    copy_s of resume events (a real run: what the restore took beyond the trainable's load)."""
+    ups = [float(e["upload_s"]) for e in events if e["kind"] == "checkpoint" and "upload_s" in e]
     downs = [float(e.get("copy_s") or 0.0) for e in events if e["kind"] == "resume"]
     return {"upload_s": round(float(np.mean(ups)), 4) if ups else None, "uploads": len(ups),
             "download_s": round(float(np.mean(downs)), 4) if downs else None, "downloads": len(downs)}

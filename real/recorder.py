@@ -172,7 +172,6 @@ class RecorderCallback(Callback):
                          load_s=float(result["load_s"]), copy_s=float(result.get("download_s", 0.0)))
         st["chunk_s"] = st.get("chunk_s", 0.0) + float(result["step_s"]) + float(result["eval_s"])
         st["chunk_eval_s"] = st.get("chunk_eval_s", 0.0) + float(result["eval_s"])
-        st["upload_s"] = st.get("upload_s", 0.0) + float(result.get("upload_s", 0.0))
         st["iteration"] = int(result["step"])
         st["accuracy"] = float(result["accuracy"])
         if result.get("loss") is not None:
@@ -191,15 +190,25 @@ class RecorderCallback(Callback):
         st = log.state.get(trial_index(trial))
         if st is None:
             return
-        try:
-            meta = json.loads((Path(str(checkpoint.path)) / "meta.json").read_text())
+        now = time.time()
+        try:  # from Tune's storage, wherever it is: a folder here, or an object store (s3://...)
+            fs = getattr(checkpoint, "filesystem", None)
+            path = f"{str(checkpoint.path).rstrip('/')}/meta.json"
+            if fs is None:
+                meta = json.loads(Path(path).read_text())
+            else:
+                with fs.open_input_stream(path) as fh:
+                    meta = json.loads(fh.read())
         except (OSError, ValueError):  # not one of our trainable's checkpoints
             meta = {}
         worker = st.get("worker")
         if worker is None:  # the save of a pause, recorded after the pause decision
             st["worker"] = st.get("last_worker")
+        # Tune reports a save once the trial's process has also copied it to storage_path: the time
+        # since save_checkpoint ended is that upload (and the report's way back to the driver)
+        up = {"upload_s": round(max(0.0, now - float(meta["wall_time"])), 6)} if "wall_time" in meta else {}
         log.emit(log.now(float(meta.get("wall_time", time.time()))), "checkpoint", trial_index(trial), st,
-                 duration_s=float(meta.get("save_s", 0.0)))
+                 duration_s=float(meta.get("save_s", 0.0)), **up)
         st["worker"] = worker
 
     def _chunk(self, i: int, st: dict[str, Any], wall: float) -> None:
@@ -211,10 +220,8 @@ class RecorderCallback(Callback):
             # mean over the chunk's last quarter (calibrate/tune_folder.py reads Ray's results alike)
             tail = losses[-max(1, len(losses) // 4):]
             loss = {"loss": round(sum(tail) / len(tail), 6)} if tail and all(map(math.isfinite, tail)) else {}
-            # upload_s: what the trial's process spent copying its previous save to Tune's storage
-            up = {"upload_s": round(st.pop("upload_s"), 6)} if st.get("upload_s") else {}
             self.log.emit(self.log.now(wall), "chunk", i, st, iterations=done, duration_s=st.get("chunk_s", 0.0),
-                          eval_s=st.get("chunk_eval_s", 0.0), **loss, **up)
+                          eval_s=st.get("chunk_eval_s", 0.0), **loss)
         st["chunk_start_iter"] = st["iteration"]
         st["chunk_s"] = 0.0
         st["chunk_eval_s"] = 0.0

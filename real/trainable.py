@@ -8,8 +8,8 @@ Evaluation is defined once for both engines: at every multiple of ``checkpoint_i
 a trial's last iteration, nowhere else; accuracy in between is the latest evaluation.
 
 Each result carries what the event recorder needs (seconds): step_s, eval_s, load_s (of the
-restore before this step), upload_s and download_s (the checkpoint's copies to and from Tune's
-storage since the last result), and where the trial runs (device type, node). A save writes
+restore before this step), download_s (what that restore took beyond load_s: the checkpoint's
+download from Tune's storage), and where the trial runs (device type, node). A save writes
 ``meta.json`` next to the weights with its own save_s, read by the recorder's on_checkpoint.
 
 A worker of several devices trains data-parallel at the experiment's global batch: on CPU
@@ -65,7 +65,7 @@ class PBTTrainable(tune.Trainable):
         self.opt = torch.optim.SGD(net.parameters(), lr=config["lr"], momentum=config["momentum"])
         self.loss_fn = torch.nn.CrossEntropyLoss()
         self.n, self.accuracy, self.load_s = 0, 0.0, 0.0
-        self.save_s = self.upload_s = self.download_s = 0.0  # the last save; transfers not yet reported
+        self.download_s = 0.0  # the checkpoint's download before this process's restore, not yet reported
         self.rng = np.random.default_rng(self.s["seed"])
 
     def reset_config(self, new_config: dict[str, Any]) -> bool:
@@ -93,17 +93,8 @@ class PBTTrainable(tune.Trainable):
             eval_s = _slow(time.perf_counter() - t0, self.slowdown)
         out = {"step": self.n, "loss": float(loss), "accuracy": self.accuracy, "step_s": step_s, "eval_s": eval_s,
                "load_s": self.load_s, "device": self.device_type, "node": self.node, "wall_time": time.time(),
-               "upload_s": self.upload_s, "download_s": self.download_s}
-        self.load_s = self.upload_s = self.download_s = 0.0
-        return out
-
-    def save(self, checkpoint_dir: str | None = None) -> Any:
-        # Tune's save: save_checkpoint, then the copy to storage_path (persist_current_checkpoint), in
-        # this process, before the next step. What is not save_checkpoint's own is the upload. The
-        # upload of a pause's save is never reported: the process stops after it.
-        t0 = time.perf_counter()
-        out = super().save(checkpoint_dir)
-        self.upload_s += max(0.0, time.perf_counter() - t0 - self.save_s)
+               "download_s": self.download_s}
+        self.load_s = self.download_s = 0.0
         return out
 
     def restore(self, checkpoint_path: Any) -> Any:
@@ -118,7 +109,7 @@ class PBTTrainable(tune.Trainable):
         t0 = time.perf_counter()
         torch.save({"model": self.net.state_dict(), "opt": self.opt.state_dict(), "step": self.n,
                     "accuracy": self.accuracy}, Path(checkpoint_dir) / "state.pt")
-        save_s = self.save_s = time.perf_counter() - t0
+        save_s = time.perf_counter() - t0
         (Path(checkpoint_dir) / "meta.json").write_text(json.dumps({"save_s": save_s, "step": self.n,
                                                                      "wall_time": time.time()}))
 
