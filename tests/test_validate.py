@@ -273,6 +273,7 @@ def test_validate_killed_with_sigkill_at_two_points_resumes(tmp_path, ray_addres
 
 TINY = ["--quiet", "--set", "experiment.population=2", "--set", "experiment.stop_iterations=20",
         "--set", "experiment.checkpoint_interval=5", "--set", "pbt.perturbation_interval=10", *SMALL_BATCH]
+SHORT = [*TINY, "--set", "experiment.stop_iterations=10"]  # where only that the run completes matters
 
 
 def test_a_node_lost_in_a_real_run_and_in_its_simulation(tmp_path, capsys):
@@ -316,7 +317,7 @@ def test_the_emulated_cluster_runs_with_or_without_a_ray_token(tmp_path, token):
     env["HOME"] = str(home)
     out = tmp_path / "run"
     proc = subprocess.run([sys.executable, "-m", "hetune.cli", "validate", str(SMOKE), "--strategy", "tune-default",
-                           "--out", str(out), *TINY], cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+                           "--out", str(out), *SHORT], cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stderr.strip() == ""  # --quiet: nothing from Ray either
     assert {e["trial"] for e in read_events(out / "events.jsonl") if e["kind"] == "stop"} == {0, 1}
@@ -325,10 +326,10 @@ def test_the_emulated_cluster_runs_with_or_without_a_ray_token(tmp_path, token):
 @pytest.mark.parametrize("strategy", strategy_names())
 def test_every_strategy_runs_for_real_through_its_own_strategy_object(tmp_path, strategy):
     out = tmp_path / strategy
-    assert main(["validate", str(SMOKE), "--strategy", strategy, "--out", str(out), *TINY]) == 0
+    assert main(["validate", str(SMOKE), "--strategy", strategy, "--out", str(out), *SHORT]) == 0
     events = read_events(out / "events.jsonl")
     assert {e["trial"] for e in events if e["kind"] == "stop"} == {0, 1}
-    assert max(e["iteration"] for e in events if e["kind"] == "chunk") == 20
+    assert max(e["iteration"] for e in events if e["kind"] == "chunk") == 10
     carved = {e["worker"]: e["device"] for e in events if e["kind"] == "worker_added"}
     assert all(carved[e["worker"]] == e["device"] for e in events if e["kind"] == "chunk")  # on its slot's node
     # A chunk ends where the strategy says and the trainable saves right there: a paused trial goes
@@ -342,26 +343,26 @@ def test_every_strategy_runs_for_real_through_its_own_strategy_object(tmp_path, 
         elif e["kind"] == "resume":
             at = paused_at.pop(e["trial"], None)
             assert at is None or e["iteration"] == at + 1, (e, at)
-    # evaluation at every checkpoint interval (5) and the last iteration (20), nowhere else
+    # evaluation at every checkpoint interval (5) and the last iteration (10), nowhere else
     for e in events:
         if e["kind"] == "chunk":
-            assert (e["eval_s"] > 0) == (e["iteration"] % 5 == 0 or e["iteration"] == 20), e
+            assert (e["eval_s"] > 0) == (e["iteration"] % 5 == 0 or e["iteration"] == 10), e
     assert len(list((out / "tune").rglob("checkpoint_*"))) <= 3 * 2  # only what PBT and resuming need
     # the strategy's answers are events too, in the simulator's schema: every chunk ran on a worker
     # the strategy gave its trial
     runs = {(e["trial"], e["worker"]) for e in events if e["kind"] == "decision" and e["action"] == "run"}
     assert {(e["trial"], e["worker"]) for e in events if e["kind"] == "chunk"} <= runs
     # and a fresh strategy object shown every view the run recorded answers as the run's did
-    assert _replays_exactly(out, strategy, TINY[2::2]) >= len(runs)
+    assert _replays_exactly(out, strategy, SHORT[2::2]) >= len(runs)
 
 
 def test_a_strategy_added_in_a_test_runs_in_both_engines_unchanged(tmp_path):
     register(FastestOnly)
     try:
-        inputs = load_inputs(SMOKE, TINY[2::2])
+        inputs = load_inputs(SMOKE, SHORT[2::2])
         sim = simulate(inputs, inputs.make_strategy(FastestOnly.name), 0).events
         assert {e["device"] for e in sim if e["kind"] == "chunk"} == {"cpu-fast"}
-        assert main(["validate", str(SMOKE), "--strategy", FastestOnly.name, "--out", str(tmp_path / "r"), *TINY]) == 0
+        assert main(["validate", str(SMOKE), "--strategy", FastestOnly.name, "--out", str(tmp_path / "r"), *SHORT]) == 0
         real = read_events(tmp_path / "r" / "events.jsonl")
         assert {e["device"] for e in real if e["kind"] == "chunk"} == {"cpu-fast"}
         assert {e["trial"] for e in real if e["kind"] == "stop"} == {0, 1}
@@ -386,10 +387,10 @@ def test_plain_ray_pbt_reference_run_with_checkpoints_through_s3(tmp_path, s3_st
     (tmp_path / "calib.toml").write_text(tomli_w.dumps(calib))
     out = tmp_path / "plain"
     storage = ["--set", f'real.storage_path="{s3_storage}"', "--set", f'calibration.path="{tmp_path / "calib.toml"}"']
-    # 3 trials on 2 slots: Ray's PBT pauses a trial at iteration 10 for the one waiting, which later
+    # 3 trials on 2 slots: Ray's PBT pauses a trial at iteration 5 for the one waiting, which later
     # restores from storage
-    assert main(["validate", str(SMOKE), "--strategy", "tune-default", "--plain", "--out", str(out), *TINY, *storage,
-                 "--set", "experiment.population=3"]) == 0
+    assert main(["validate", str(SMOKE), "--strategy", "tune-default", "--plain", "--out", str(out), *SHORT, *storage,
+                 "--set", "experiment.population=3", "--set", "pbt.perturbation_interval=5"]) == 0
     events = read_events(out / "events.jsonl")
     assert {e["trial"] for e in events if e["kind"] == "stop"} == {0, 1, 2}
     assert not (out / VIEWS_FILE).exists()  # Ray's own PBT asks no strategy
