@@ -8,8 +8,10 @@ that refuses, a bucket that is not there.
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 from hetune.sim.errors import ConfigError
 
@@ -19,6 +21,7 @@ def open_storage(uri: str, where: str = "--storage") -> tuple[Any, str]:
     import pyarrow.fs as pafs
 
     try:
+        _endpoint_answers(uri)
         fs, path = pafs.FileSystem.from_uri(uri if "://" in uri else str(Path(uri).expanduser().resolve()))
         fs.get_file_info(path)  # an S3 endpoint that refuses: fails here
         if fs.type_name == "s3" and fs.get_file_info(path.split("/")[0]).type == pafs.FileType.NotFound:
@@ -26,6 +29,17 @@ def open_storage(uri: str, where: str = "--storage") -> tuple[Any, str]:
     except (OSError, ValueError) as exc:
         raise ConfigError(where, "", f"cannot reach checkpoint storage {uri!r}: {str(exc).splitlines()[0]}") from None
     return fs, path
+
+
+def _endpoint_answers(uri: str) -> None:
+    """An ``endpoint_override`` that refuses connections fails here at once (the S3 client would retry
+    for seconds first); OSError otherwise as the client would raise it."""
+    query = parse_qs(urlsplit(uri).query)
+    if "endpoint_override" in query:
+        host, _, port = query["endpoint_override"][0].rpartition(":")
+        default = 443 if query.get("scheme", ["https"])[0] == "https" else 80
+        with socket.create_connection((host or port, int(port) if host and port.isdigit() else default), timeout=5):
+            pass
 
 
 def storage_join(storage: str, name: str) -> str:

@@ -81,7 +81,7 @@ def test_a_run_refuses_storage_it_cannot_reach_before_anything_starts(tmp_path, 
     smoke = REPO / "configs/experiments/smoke-local.toml"
     refused = s3_storage.replace("s3://hetune/", "s3://no-such-bucket/")
     closed = s3_storage.split("?")[0] + "?endpoint_override=127.0.0.1:1&scheme=http"
-    for uri, needle in ((refused, "bucket 'no-such-bucket' not found"), (closed, "Could not connect")):
+    for uri, needle in ((refused, "bucket 'no-such-bucket' not found"), (closed, "Connection refused")):
         out = tmp_path / "run"
         assert main(["validate", str(smoke), "--strategy", "hrfs", "--out", str(out), "--quiet",
                      "--set", f'real.storage_path="{uri}"']) == 2
