@@ -46,3 +46,14 @@ def storage_join(storage: str, name: str) -> str:
     """``storage``/``name``, before a URI's query (``s3://b/p?endpoint_override=...``)."""
     base, sep, query = storage.partition("?")
     return f"{base.rstrip('/')}/{name}{sep}{query}"
+
+
+def run_storage_path(storage_path: str, out: Path) -> str:
+    """Tune's storage_path for this run: ``out``/tune unless the experiment names one; a URI that
+    cannot be reached (an S3 endpoint that refuses, a missing bucket) is refused in one line."""
+    if not storage_path:
+        return str(out / "tune")
+    if "://" not in storage_path:
+        return str(Path(storage_path).expanduser().resolve())
+    open_storage(storage_path, "real.storage_path")
+    return storage_path

@@ -14,9 +14,12 @@ processes die with the thread that started them (the parent-death signal is per 
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from ray.tune import Callback
+
+if TYPE_CHECKING:
+    from hetune.sim.loader import RunInputs
 
 
 class EmulatedNodeFaults(Callback):
@@ -74,3 +77,21 @@ class EmulatedNodeFaults(Callback):
         # Tune pickles callbacks with the experiment; the cluster (locks, processes) stays here and
         # an unpickled copy is inert: a resumed run replays no faults (its clock restarted).
         return {"cluster": None, "nodes": {}, "outages": {}, "t0": time.time, "on_change": None, "_next": {}}
+
+
+def fault_callbacks(inputs: "RunInputs", emulated: Any, log: Any, seed: int, resume: bool) -> list[Any]:
+    """Callbacks replaying the experiment's ``[faults]`` on the emulated cluster (``emulated``),
+    recorded in ``log`` (the run's EventLog) as the simulator records them; none on a real cluster
+    (its own failures are recorded as they come) or on a resumed run (its clock restarted)."""
+    faults = inputs.experiment.faults
+    if emulated is None or resume or not faults.enabled:
+        return []
+    from hetune.sim.faults import node_outages
+
+    def record(node: str, kind: str, wall: float) -> None:
+        for i, w in enumerate(log.workers):
+            if w.node == node:
+                log.worker_event(log.now(wall), kind, i)
+
+    return [EmulatedNodeFaults(emulated, emulated.hetune_nodes, node_outages(faults, inputs.cluster, seed),
+                               lambda: log.t0, record)]

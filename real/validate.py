@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
+from hetune.real.checkpoint_storage import run_storage_path
 from hetune.real.ray_init import TuneOutput
 from hetune.real.tune_args import pbt_kwargs
 from hetune.sim import strategies as strategy_registry
@@ -68,25 +69,6 @@ def _check_slots(ray: Any, slots: dict[str, dict[str, float]], strategy: str) ->
                           f"worker slots, and {len(missing)} node(s) lack theirs: start node {node} with "
                           f"ray start --resources '{json.dumps(res)}' (every node's line: "
                           f"hetune slots EXP --strategy {strategy})")
-
-
-def _faults(inputs: RunInputs, emulated: Any, log: Any, seed: int, resume: bool) -> list[Any]:
-    """Callbacks replaying the experiment's ``[faults]`` on the emulated cluster (real/node_faults.py),
-    recorded as the simulator records them; none on a real cluster (its own failures are recorded
-    as they come) or on a resumed run (its clock restarted)."""
-    faults = inputs.experiment.faults
-    if emulated is None or resume or not faults.enabled:
-        return []
-    from hetune.real.node_faults import EmulatedNodeFaults
-    from hetune.sim.faults import node_outages
-
-    def record(node: str, kind: str, wall: float) -> None:
-        for i, w in enumerate(log.workers):
-            if w.node == node:
-                log.worker_event(log.now(wall), kind, i)
-
-    return [EmulatedNodeFaults(emulated, emulated.hetune_nodes, node_outages(faults, inputs.cluster, seed),
-                               lambda: log.t0, record)]
 
 
 def _start_ray(inputs: RunInputs, address: str, storage: str, shared: bool,
@@ -191,19 +173,6 @@ def run_validate(experiment: str, overrides: list[str], strategy: str, out: Path
     return summary
 
 
-def _storage(storage_path: str, out: Path) -> str:
-    """Tune's storage_path for this run: ``out``/tune unless the experiment names one; a URI that
-    cannot be reached (an S3 endpoint that refuses, a missing bucket) is refused in one line."""
-    from hetune.real.checkpoint_storage import open_storage
-
-    if not storage_path:
-        return str(out / "tune")
-    if "://" not in storage_path:
-        return str(Path(storage_path).expanduser().resolve())
-    open_storage(storage_path, "real.storage_path")
-    return storage_path
-
-
 def _plan(experiment: str, overrides: list[str], strategy: str, out: Path, data_dir: str, seed: int | None,
           resume: bool, plain: bool) -> _Plan:
     """Load (or, resuming, reload the frozen) inputs, resolve the strategy and data, refuse what cannot
@@ -245,7 +214,7 @@ def _plan(experiment: str, overrides: list[str], strategy: str, out: Path, data_
             raise ConfigError("--data-dir", "", "name the folder holding the CIFAR python folders "
                               "(or set real.synthetic = true for a smoke run)")
         load_cifar(data, info.dataset, "test", limit=1)  # refuse a missing folder before Ray starts
-    storage = _storage(exp.real.storage_path, out)  # refused here, before anything starts, if unreachable
+    storage = run_storage_path(exp.real.storage_path, out)  # an unreachable one is refused before anything starts
     if resume and not (out / "events.partial.jsonl").is_file():
         raise ConfigError(str(out), "", "nothing to resume here (no events.partial.jsonl of an interrupted run)")
     out.mkdir(parents=True, exist_ok=True)
@@ -300,6 +269,7 @@ def _recording(plan: _Plan, emulated: Any, quiet: bool, report_interval_s: float
     """The event log (journaled for --resume), Ray's PBT wrapped by the strategy's scheduler, and the
     callbacks that record, prune checkpoints, replay faults and print the status table."""
     from hetune.real.checkpoints import PruneCheckpoints
+    from hetune.real.node_faults import fault_callbacks
     from hetune.real.recorder import EventLog, RecorderCallback, RecordingPBT
     from hetune.real.status import StatusCallback
 
@@ -319,7 +289,7 @@ def _recording(plan: _Plan, emulated: Any, quiet: bool, report_interval_s: float
                                 on_pause=recorder.pause, checkpoint_interval=info.checkpoint_interval,
                                 on_decision=lambda slot, decision: log.decision(slot.id, decision),
                                 # on a real cluster the loss of a node is recorded when the scheduler sees
-                                # it; on the emulated one, where hetune removes it, at that moment (_faults)
+                                # it; on the emulated one, where hetune removes it, at that moment (fault_callbacks)
                                 on_worker=None if emulated is not None else lambda slot, kind: log.worker_event(
                                     log.now(), kind, slot.id),
                                 state_path=plan.out / "strategy-state.pkl", view_log=plan.out / VIEWS_FILE)
@@ -328,7 +298,7 @@ def _recording(plan: _Plan, emulated: Any, quiet: bool, report_interval_s: float
         if resume:  # Tune does not save schedulers: the strategy's state comes from our own file
             scheduler.restore_strategy()
     callbacks: list[Any] = [recorder, PruneCheckpoints(pbt),
-                            *_faults(plan.inputs, emulated, log, plan.seed, resume)]
+                            *fault_callbacks(plan.inputs, emulated, log, plan.seed, resume)]
     if not quiet:
         callbacks.append(StatusCallback(log, report_interval_s, info.batch_size))
     return log, scheduler, callbacks

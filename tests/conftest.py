@@ -88,6 +88,16 @@ def kill_session(sid: int) -> None:
                 pass
 
 
+def wait_for_port(port: int, timeout_s: float) -> None:
+    """Return once something accepts connections on 127.0.0.1:``port``, or after ``timeout_s``."""
+    deadline = time.time() + timeout_s
+    while time.time() < deadline:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.2)
+
+
 @contextlib.contextmanager
 def ray_head_process(port: int, env: dict[str, str], settle_s: float = 2.0, extra: tuple[str, ...] = ()):
     """A local Ray head (1 CPU) at 127.0.0.1:``port``, yielding its address.
@@ -106,12 +116,7 @@ def ray_head_process(port: int, env: dict[str, str], settle_s: float = 2.0, extr
                              "--include-dashboard=false", "--block", *extra], env=env, start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        deadline = time.time() + 90
-        while time.time() < deadline:
-            with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            time.sleep(0.5)
+        wait_for_port(port, 90)
         time.sleep(settle_s)
         yield f"127.0.0.1:{port}"
     finally:
@@ -202,12 +207,7 @@ def s3_storage(monkeypatch):
     proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        deadline = time.time() + 30
-        while time.time() < deadline:
-            with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            time.sleep(0.2)
+        wait_for_port(port, 30)
         for key, value in (("AWS_ACCESS_KEY_ID", "test"), ("AWS_SECRET_ACCESS_KEY", "test"),
                            ("AWS_DEFAULT_REGION", "us-east-1")):
             monkeypatch.setenv(key, value)

@@ -2,11 +2,12 @@
 upload on every save and, from an object store, a download on every restore; calibrate measures the
 storage; a run refuses storage it cannot reach before anything starts.
 
-The real run whose checkpoints travel through an S3 server on loopback is in tests/test_validate.py.
+The last test is a real run whose checkpoints travel through an S3 server on loopback.
 """
 
 from __future__ import annotations
 
+import json
 import tomllib
 
 import pytest
@@ -16,8 +17,10 @@ from conftest import REPO
 from hetune.calibrate.storage import measure_storage
 from hetune.cli import main
 from hetune.sim.engine import simulate
+from hetune.sim.events import read_events
 from hetune.sim.loader import load_inputs
 from hetune.sim.storage import StorageModel
+from hetune.sim.view_log import VIEWS_FILE
 
 S3 = {"kind": "s3", "upload_mb_s": 125.0, "download_mb_s": 250.0, "request_s": 0.5}  # 125 MB: 1.5 s up, 1.0 s down
 
@@ -92,3 +95,47 @@ def test_a_run_refuses_storage_it_cannot_reach_before_anything_starts(tmp_path, 
     assert main(["calibrate", "--out", str(cal), "--quiet", "--storage", closed]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--storage: cannot reach checkpoint storage" in err[0] and not cal.exists(), err
+
+
+SMOKE = REPO / "configs/experiments/smoke-local.toml"
+# 3 trials on 2 one-core slots, 10 iterations at batch 4, a save and a perturbation every 5
+SHORT = ["--quiet", "--set", "experiment.population=3", "--set", "experiment.stop_iterations=10",
+         "--set", "experiment.checkpoint_interval=5", "--set", "pbt.perturbation_interval=5",
+         "--set", "experiment.batch_size=4"]
+
+
+@pytest.mark.slow
+@pytest.mark.ray
+@pytest.mark.torch
+def test_ray_pbt_with_checkpoints_through_s3(tmp_path, s3_storage, capsys):
+    """Ray's own PBT, its storage_path an S3 server on loopback: every save is uploaded there and
+    every restore downloaded, so checkpoints travel; compare sets the measured transfers against
+    the simulator's, from a calibration whose [storage] was measured against that server."""
+    import boto3
+    from dataclasses import asdict
+
+    calib = tomllib.loads((REPO / "configs/calibration/local.toml").read_text())
+    mb = calib["models"]["resnet18"]["cpu-fast"]["checkpoint_mb"]
+    calib["storage"] = asdict(measure_storage(s3_storage, mb, repeats=2))
+    (tmp_path / "calib.toml").write_text(tomli_w.dumps(calib))
+    out = tmp_path / "plain"
+    storage = ["--set", f'real.storage_path="{s3_storage}"', "--set", f'calibration.path="{tmp_path / "calib.toml"}"']
+    # 3 trials on 2 slots: Ray's PBT pauses a trial at iteration 5 for the one waiting, which later
+    # restores from storage
+    assert main(["validate", str(SMOKE), "--strategy", "tune-default", "--plain", "--out", str(out), *SHORT,
+                 *storage]) == 0
+    events = read_events(out / "events.jsonl")
+    assert {e["trial"] for e in events if e["kind"] == "stop"} == {0, 1, 2}
+    assert not (out / VIEWS_FILE).exists()  # Ray's own PBT asks no strategy
+    assert not (out / "tune").exists()  # nothing kept in the run folder: Tune's storage is the server
+    endpoint = "http://" + s3_storage.split("endpoint_override=")[1].split("&")[0]
+    keys = [o["Key"] for o in boto3.client("s3", endpoint_url=endpoint).list_objects_v2(Bucket="hetune")["Contents"]]
+    assert any("/checkpoint_" in k and k.endswith("state.pt") for k in keys)
+    assert all(e["upload_s"] > 0 for e in events if e["kind"] == "checkpoint")  # every save went up
+    restores = [e for e in events if e["kind"] == "resume"]
+    assert restores and all(e["copy_s"] > 0 for e in restores), restores  # downloaded before each restore
+    assert main(["compare", str(out)]) == 0
+    x = json.loads((out / "fidelity.json").read_text())["checkpoint_transfers"]
+    assert x["storage"] == "s3" and x["real"]["uploads"] > 0 and x["sim"]["uploads"] > 0
+    assert x["real"]["download_s"] > 0 and x["sim"]["download_s"] > 0
+    assert "checkpoint transfers (s3): upload per save real" in capsys.readouterr().out
