@@ -36,9 +36,11 @@ def _endpoint_answers(uri: str) -> None:
     for seconds first); OSError otherwise as the client would raise it."""
     query = parse_qs(urlsplit(uri).query)
     if "endpoint_override" in query:
-        host, _, port = query["endpoint_override"][0].rpartition(":")
+        host, sep, port = query["endpoint_override"][0].rpartition(":")
+        if not sep:  # "host" alone: the scheme's port
+            host, port = port, ""
         default = 443 if query.get("scheme", ["https"])[0] == "https" else 80
-        with socket.create_connection((host or port, int(port) if host and port.isdigit() else default), timeout=5):
+        with socket.create_connection((host, int(port) if port.isdigit() else default), timeout=5):
             pass
 
 
