@@ -82,6 +82,7 @@ def test_one_learning_rate_is_refused_with_what_runs_are_needed(tmp_path, capsys
     ("metric", "result.json"),  # no accuracy anywhere
     ("json", "result.json:2"),  # an unreadable line
     ("lr", "result 50"),  # a config without the learning rate
+    ("momentum", "result 50"),  # nor the momentum (and no --momentum given)
 ])
 def test_a_broken_tune_folder_is_refused_naming_the_file(tmp_path, capsys, damage, named):
     _, _, data = generated()
@@ -91,8 +92,8 @@ def test_a_broken_tune_folder_is_refused_naming_the_file(tmp_path, capsys, damag
     if damage == "metric":
         for r in rows:
             r.pop("accuracy")
-    elif damage == "lr":
-        rows[0]["config"].pop("lr")
+    elif damage in ("lr", "momentum"):
+        rows[0]["config"].pop(damage)
     text = "".join(json.dumps(r) + "\n" for r in rows)
     if damage == "json":
         lines = text.splitlines(keepends=True)
