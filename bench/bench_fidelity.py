@@ -202,7 +202,7 @@ def table(labels: list[str]) -> str:
             "ttt_error_pct": _median([f["time_to_target_error_pct"] for f in fids]),
             "ttt_agree": sum(_ttt_ok(f) for f in fids),
             "replay_error_pct": _median([f["replay_makespan_error_pct"] for f in fids]),
-            # the prediction a planner uses: the median over 20 simulated seeds, and whether the
+            # the prediction a planner uses: the median over the simulated seeds, and whether the
             # real run fell inside the simulated 95% range
             "makespan_error_vs_median_pct": _median([f.get("makespan_error_vs_median_pct") for f in fids]),
             "within_sim_range": sum(bool(f.get("real_within_sim_spread", {}).get("makespan")) for f in fids),
@@ -233,7 +233,7 @@ def table(labels: list[str]) -> str:
             f"{TARGETS['time_to_target']:g}% (a run where only one of sim and real reaches the target is a miss), "
             f"|replay error| <= {TARGETS['replay']:g}%.\n\n"
             "| strategy | runs | makespan real s | sim s | error | time to target real s | sim s | error | "
-            "replay error | makespan error of the 20-seed median (real within the sim's 95% range) | "
+            "replay error | makespan error of the simulated median (real within the sim's 95% range) | "
             "exploits real / sim | iteration share gap | step time error |\n"
             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     text = head + "\n" + "\n".join(rows) + "\n\n" + _order(data) + "\n"

@@ -28,15 +28,19 @@ def fit_cells(samples: Iterable[Sample]) -> dict[tuple[str, str], tuple[LinearFi
     return out
 
 
-def step_cv(samples: Iterable[Sample], model: str, device: str) -> float | None:
-    """The run-to-run spread of one device type's step times: per batch size measured at least twice
-    (``--repeat``), the relative sample standard deviation of the repeats' means, pooled over batch
-    sizes (root mean square); None where no cell was repeated."""
+def step_cvs(samples: Iterable[Sample], model: str, device: str) -> dict[int, float]:
+    """The run-to-run spread of one device type's step times per batch size measured at least twice
+    (``--repeat``): the relative sample standard deviation of the repeats' means."""
     by: dict[int, list[float]] = defaultdict(list)
     for s in samples:
         if s.ok and s.model == model and s.device == device and s.step_time_s > 0:
             by[s.batch].append(s.step_time_s)
-    cvs = [statistics.stdev(ts) / statistics.mean(ts) for ts in by.values() if len(ts) >= 2]
+    return {b: statistics.stdev(ts) / statistics.mean(ts) for b, ts in sorted(by.items()) if len(ts) >= 2}
+
+
+def step_cv(samples: Iterable[Sample], model: str, device: str) -> float | None:
+    """``step_cvs`` pooled over batch sizes (root mean square); None where no cell was repeated."""
+    cvs = list(step_cvs(samples, model, device).values())
     return (sum(c * c for c in cvs) / len(cvs)) ** 0.5 if cvs else None
 
 
@@ -81,6 +85,7 @@ def build_file(samples: list[Sample], extras: dict[tuple[str, str], dict[str, fl
         cv = step_cv(samples, model, device)
         if cv is not None:
             entry["step_cv"] = round(cv, 4)
+            entry["step_cv_batch"] = {str(b): round(c, 4) for b, c in step_cvs(samples, model, device).items()}
         models.setdefault(model, {})[device] = entry
         if len(pts) >= 3 and (fit.r2 < POOR_R2 or fit.max_rel_residual > POOR_RESIDUAL):
             warnings.append(f"poor fit for {model} on {device}: R^2 {fit.r2:.3f}, "

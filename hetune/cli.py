@@ -34,8 +34,8 @@ def _resolve_paths(args: argparse.Namespace) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one subcommand; bad input prints one line and returns 2."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:2] == ["calibrate", "curves"]:  # `hetune calibrate curves` is the curves subcommand
-        argv = ["calibrate-curves"] + argv[2:]
+    if argv[:2] in (["calibrate", "curves"], ["calibrate", "spread"]):  # `hetune calibrate curves` is calibrate-curves
+        argv = [f"calibrate-{argv[1]}"] + argv[2:]
     args = build_parser().parse_args(argv)
     try:
         if getattr(args, "needs_torch", False) or getattr(args, "adapt_policy", None):

@@ -74,6 +74,24 @@ def cmd_curves(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_spread(args: argparse.Namespace) -> int:
+    """Measure how much a device type's seconds vary (recorded runs, other calibrations) into a calibration."""
+    from hetune.calibrate.spread import write_spread
+
+    claim_file(Path(args.out), force=args.force, keep_flags="")
+    got = write_spread(Path(args.calibration), args.runs, [Path(p) for p in args.drift], args.model, Path(args.out))
+    for device, m in sorted(got["runs"].items()):
+        steps = ", ".join(f"batch {b}: {v:.1%}" for b, v in sorted(m.get("step_cv_batch", {}).items(),
+                                                                     key=lambda kv: int(kv[0])))
+        print(f"{device}: chunk spread {steps or 'not measured'} ({m.get('chunks', 0)} chunks); overhead spread "
+              + (f"{m['overhead_cv']:.1%} ({m['overheads']} saves and restores)" if "overhead_cv" in m
+                 else "not measured"))
+    for device, cv in sorted(got["drift"].items()):
+        print(f"{device}: drift between {len(args.drift) + 1} calibrations {cv:.1%}")
+    print(f"wrote {args.out}")
+    return 0
+
+
 def _curves_nqm(args: argparse.Namespace) -> int:
     from hetune.calibrate.nqm_curves import describe, write_fit
     from hetune.sim.loader import load_inputs
@@ -174,7 +192,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     """Compare a recorded real run with the simulator's prediction of it; writes fidelity.json."""
     from hetune.real.compare import compare, format_fidelity
 
-    print(format_fidelity(compare(Path(args.run), args.overrides)))
+    print(format_fidelity(compare(Path(args.run), args.overrides, args.seeds)))
     return 0
 
 
@@ -242,6 +260,17 @@ def _register_calibrate(sub: "argparse._SubParsersAction[argparse.ArgumentParser
     p.set_defaults(fn=cmd_curves)
 
 
+    p = sub.add_parser("calibrate-spread", help="how much each device type's seconds vary, from recorded runs and "
+                                                "repeated calibrations (also: hetune calibrate spread ...)")
+    p.add_argument("calibration", help="the calibration to add the spreads to")
+    p.add_argument("--runs", nargs="*", default=[], help="recorded run folders (not the runs you will judge)")
+    p.add_argument("--drift", nargs="*", default=[], help="other calibrations of the same host, made at other times")
+    p.add_argument("--model", default="resnet18", help="the model whose rows get the spreads")
+    p.add_argument("--out", required=True, help="calibration file to write (the base plus the spreads)")
+    add_force_option(p, "calibration file")
+    p.set_defaults(fn=cmd_spread)
+
+
 def _register_validate(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     """validate: a strategy as a real Ray Tune run."""
     p = sub.add_parser("validate", help="run a strategy as a real Ray Tune PBT run, recorded as events")
@@ -284,5 +313,7 @@ def _register_cluster(sub: "argparse._SubParsersAction[argparse.ArgumentParser]"
 
     p = sub.add_parser("compare", help="real run against the simulator's prediction of it")
     p.add_argument("run", help="a folder written by validate")
+    p.add_argument("--seeds", type=int, default=200, help="simulated seeds behind the predicted median and 95%% range "
+                                                           "(at least 39)")
     add_set_option(p)
     p.set_defaults(fn=cmd_compare)

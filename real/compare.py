@@ -69,19 +69,30 @@ def transfer_seconds(events: list[dict[str, Any]]) -> dict[str, Any]:
             "download_s": round(float(np.mean(downs)), 4) if downs else None, "downloads": len(downs)}
 
 
+SPREAD_SEEDS = 200  # simulated seeds behind the predicted median and 95% range (`hetune compare --seeds`)
+# The fewest seeds whose range means 95%: n draws' smallest and largest enclose a new draw with
+# probability (n - 1) / (n + 1), which is 95% from n = 39 on; below that the "95% range" is wider
+# than its draws can show. 200 puts the 2.5% and 97.5% points on about 5 draws each side.
+MIN_SPREAD_SEEDS = 39
+
+
 def _err(sim: float | None, real: float | None) -> float | None:
     if sim is None or real is None or real == 0:
         return None
     return round(100.0 * (sim - real) / real, 2)
 
 
-def compare(run_dir: Path, overrides: list[str] | None = None) -> dict[str, Any]:
+def compare(run_dir: Path, overrides: list[str] | None = None, seeds: int = SPREAD_SEEDS) -> dict[str, Any]:
     """Simulate the real run's config and write fidelity.json into ``run_dir``.
 
     Args:
         run_dir: a folder written by validate.
         overrides: ``--set`` strings, e.g. another calibration to judge.
+        seeds: simulated seeds behind the predicted distribution (at least MIN_SPREAD_SEEDS).
     """
+    if seeds < MIN_SPREAD_SEEDS:
+        raise ConfigError("--seeds", "", f"must be >= {MIN_SPREAD_SEEDS} (fewer simulated runs cannot show a 95% "
+                                         f"range), got {seeds}")
     # Judged with the run's own frozen inputs, never with the shipped files they came from.
     inputs, manifest = load_snapshot(run_dir, overrides)
     strategy, seed = inputs.experiment.strategy.name, inputs.experiment.experiment.seed
@@ -131,7 +142,7 @@ def compare(run_dir: Path, overrides: list[str] | None = None) -> dict[str, Any]
     }
     if (run_dir / VIEWS_FILE).is_file():  # not for --plain runs (Ray's own PBT asks no strategy)
         out["strategy_replay"] = _strategy_replay(run_dir / VIEWS_FILE, inputs, strategy)
-    out.update(_spread(inputs, strategy, real))
+    out.update(_spread(inputs, strategy, real, seeds))
     if inputs.experiment.faults.enabled or real["failures"]:
         out["faults"] = _fault_part(inputs, strategy, seed, real, sim)
     # The simulated logs go beside the real one, so the fidelity figure reads files only.
@@ -141,40 +152,42 @@ def compare(run_dir: Path, overrides: list[str] | None = None) -> dict[str, Any]
     return out
 
 
-SPREAD_SEEDS = 20  # simulated seeds behind the predicted median and interval
-
-
-def _spread(inputs: Any, strategy: str, real: dict[str, Any]) -> dict[str, Any]:
-    """The simulator's prediction as a distribution: the same experiment over SPREAD_SEEDS seeds.
+def _spread(inputs: Any, strategy: str, real: dict[str, Any], seeds: int = SPREAD_SEEDS) -> dict[str, Any]:
+    """The simulator's prediction as a distribution: the same experiment over ``seeds`` seeds.
 
     The real run's seed does not give the simulated population the real one's learning curves (the
     surrogate draws its own), so one simulated seed against one real run carries both runs' PBT
     luck; the median over seeds is the prediction a user would plan with, and the 2.5-97.5%
-    range says whether the real run is one the simulator considers possible.
+    range says whether the real run is one the simulator considers possible. Every seed's value
+    is kept (``values``) for the fidelity benchmark's figure.
     """
     info = inputs.experiment.experiment
     runs = [summarize(simulate(inputs, inputs.make_strategy(strategy), s).events, info.target_accuracy,
-                      prices(inputs)) for s in range(SPREAD_SEEDS)]
+                      prices(inputs), info.budget_s, info.budget_cost) for s in range(seeds)]
 
     def dist(key: str) -> dict[str, Any]:
         vals = [r[key] for r in runs if r[key] is not None]
         if not vals:
-            return {"median": None, "lo": None, "hi": None, "runs": 0}
+            return {"median": None, "lo": None, "hi": None, "runs": 0, "values": []}
         lo, med, hi = np.percentile(vals, [2.5, 50, 97.5])
-        return {"median": round(float(med), 3), "lo": round(float(lo), 3), "hi": round(float(hi), 3), "runs": len(vals)}
+        return {"median": round(float(med), 3), "lo": round(float(lo), 3), "hi": round(float(hi), 3),
+                "runs": len(vals), "values": [round(float(v), 3) for v in vals]}
 
-    mk, ttt = dist("makespan_s"), dist("time_to_target_s")
+    # the best accuracy at the experiment's budget; with no budget set, at the end of the run
+    best_key = "best_accuracy_at_budget" if info.budget_s or info.budget_cost else "best_accuracy"
+    mk, ttt, best = dist("makespan_s"), dist("time_to_target_s"), {**dist(best_key), "key": best_key}
 
     def within(d: dict[str, Any], value: float | None) -> bool:
         if value is None:  # the real run never reached the target: possible if some simulated run did not
-            return d["runs"] < SPREAD_SEEDS
+            return d["runs"] < seeds
         return d["runs"] > 0 and d["lo"] <= value <= d["hi"]
 
-    return {"sim_spread": {"seeds": SPREAD_SEEDS, "makespan_s": mk, "time_to_target_s": ttt},
+    return {"sim_spread": {"seeds": seeds, "makespan_s": mk, "time_to_target_s": ttt, "best_accuracy": best},
             "makespan_error_vs_median_pct": _err(mk["median"], real["makespan_s"]),
             "time_to_target_error_vs_median_pct": _err(ttt["median"], real["time_to_target_s"]),
             "real_within_sim_spread": {"makespan": within(mk, real["makespan_s"]),
-                                       "time_to_target": within(ttt, real["time_to_target_s"])}}
+                                       "time_to_target": within(ttt, real["time_to_target_s"]),
+                                       "best_accuracy": within(best, real[best_key])}}
 
 
 def _fault_part(inputs: Any, strategy: str, seed: int, real: dict[str, Any], sim: dict[str, Any]) -> dict[str, Any]:
@@ -260,6 +273,13 @@ def format_fidelity(f: dict[str, Any]) -> str:
             err = f["makespan_error_vs_median_pct"] if label == "makespan" else f["time_to_target_error_vs_median_pct"]
             lines.append(f"{label.replace('_', ' ')} over {sp['seeds']} simulated seeds: {rng}; error of the median "
                          f"{pct(err)}; real run {'within' if w[label] else 'OUTSIDE'} the simulated 95% range")
+        best = sp.get("best_accuracy")  # fidelity.json files before it have none
+        if best and best["median"] is not None:
+            real_best = f[best["key"]]["real"]
+            where = "at the budget" if best["key"] != "best_accuracy" else "of the run"
+            lines.append(f"best accuracy {where} over {sp['seeds']} simulated seeds: median {best['median']:.3f} "
+                         f"({best['lo']:.3f}-{best['hi']:.3f}), real {real_best}; real run "
+                         f"{'within' if w['best_accuracy'] else 'OUTSIDE'} the simulated 95% range")
     lines.append(f"exploits: real {f['exploits']['real']}, sim {f['exploits']['sim']}, "
                  f"replay {f['exploits']['replay']}")
     for d, v in f.get("iteration_share", {}).items():

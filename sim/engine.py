@@ -7,10 +7,11 @@ Timing charged per chunk (seconds, from the calibration of the worker's device t
   ``resume_s (or start_overhead_s where not measured) + copy_s + load_s``, where
   ``copy_s = checkpoint_mb * 8 / 1000 / network_gbps`` when the checkpoint lies on another node, else 0
   (with a calibrated ``[storage]``, sim/storage.py: the download from storage, on every restore);
-- compute: ``iterations * step_time_s`` (times a log-normal factor of mean 1 per chunk where the
-  calibration measured a spread, ``step_cv``), plus one evaluation (``eval_s`` scaled to the worker's
+- compute: ``iterations * step_time_s``, plus one evaluation (``eval_s`` scaled to the worker's
   devices or cores like a step's compute, times ``eval_samples / 10,000``) when the chunk ends
   where the real trainable evaluates (a multiple of ``checkpoint_interval``, or the last iteration);
+  both times the chunk's and the run's random factors where the calibration measured spreads, and
+  every overhead times its own (sim/timing_noise.py);
 - checkpoint save at the end of every chunk: ``save_s`` and the upload to a calibrated storage
   (chunks end at checkpoint boundaries, or earlier when a strategy asks for fewer iterations, and a
   trial may change worker after any chunk, so its state is always saved);
@@ -47,6 +48,7 @@ from hetune.sim.state import Checkpoint, SimResult, SimulationError, Trial, Work
 from hetune.sim.strategies.base import IDLE, Decision, Idle, Retire, Run, Strategy
 from hetune.sim.view import EngineView
 from hetune.sim.view_log import DIRECT, ViewLog
+from hetune.sim.timing_noise import TimingNoise
 from hetune.sim.throughput import DeviceModel
 
 
@@ -86,9 +88,8 @@ class Simulation(ExploitSteps, FaultSteps):
         root = np.random.SeedSequence(seed)
         trial_seqs = root.spawn(self.population)
         self.pbt_rng = np.random.default_rng(root.spawn(1)[0])
-        # step-time noise has its own stream (spawned after the others, so that a calibration without
-        # a spread gives the same runs, draw for draw, as before the noise existed)
-        self.noise_rng = np.random.default_rng(root.spawn(1)[0])
+        # timing noise has streams of its own, spawned after the others (sim/timing_noise.py)
+        self.noise = TimingNoise(root, self.info.batch_size)
         self.trials: list[Trial] = []
         for i, ss in enumerate(trial_seqs):
             rng = np.random.default_rng(ss)
@@ -270,23 +271,24 @@ class Simulation(ExploitSteps, FaultSteps):
             return
         if t.resident is not None:  # held in memory by another, idle worker: release it
             t.resident.resident = None
+        f = self.noise.overhead(dm)
         if not t.started:
-            yield self.env.timeout(dm.start_overhead_s)
+            yield self.env.timeout(dm.start_overhead_s * f)
             self._started(t)
             t.started = True
-            self._emit("trial_start", t, w, config=dict(t.config), duration_s=dm.start_overhead_s)
+            self._emit("trial_start", t, w, config=dict(t.config), duration_s=dm.start_overhead_s * f)
         else:
             assert t.ckpt is not None
-            copy_s = self._copy_s(dm, t.ckpt.node, w.node)
-            dur = dm.restart_s + copy_s + dm.load_s
+            copy_s, restart_s, load_s = self._copy_s(dm, t.ckpt.node, w.node), dm.restart_s * f, dm.load_s * f
+            dur = restart_s + copy_s + load_s
             if self.strategy.asks_when_started:  # it is up after restart_s, then restores
-                yield self.env.timeout(dm.restart_s)
+                yield self.env.timeout(restart_s)
                 self._started(t)
-                yield self.env.timeout(copy_s + dm.load_s)
+                yield self.env.timeout(copy_s + load_s)
             else:  # one timeout, so that the order of simultaneous events stays as it always was
                 yield self.env.timeout(dur)
                 self._started(t)
-            self._emit("resume", t, w, duration_s=dur, load_s=dm.load_s, copy_s=copy_s)
+            self._emit("resume", t, w, duration_s=dur, load_s=load_s, copy_s=copy_s)
         t.resident = w
         w.resident = t
 
@@ -302,7 +304,9 @@ class Simulation(ExploitSteps, FaultSteps):
         k = min(wanted, ci - (t.iteration % ci), self.stop_iterations - t.iteration, self._to_time_point(t, w))
         evaluates = (t.iteration + k) % ci == 0 or t.iteration + k >= self.stop_iterations
         eval_s = self.eval_s(dm, w) if evaluates else 0.0
-        dur = k * w.step_time_s * t.step_factor * self._noise(dm.step_cv) + eval_s
+        noise = self.noise.compute(w.device, dm)  # chunk to chunk and run to run (sim/timing_noise.py)
+        eval_s *= noise
+        dur = k * w.step_time_s * t.step_factor * noise + eval_s
         w.inflight = (self.env.now, w.step_time_s * t.step_factor, k)
         yield self.env.timeout(dur)
         w.inflight = None
@@ -321,22 +325,16 @@ class Simulation(ExploitSteps, FaultSteps):
             return
         # Every chunk end saves: the strategy may move the trial to another worker next.
         up = {} if self.storage is None else {"upload_s": self.storage.upload_s(dm.checkpoint_mb)}
-        yield self.env.timeout(dm.save_s + up.get("upload_s", 0.0))
+        save_s = dm.save_s * self.noise.overhead(dm) + up.get("upload_s", 0.0)
+        yield self.env.timeout(save_s)
         t.ckpt = Checkpoint(t.iteration, t.progress, dict(t.config), w.node, t.accuracy, t.time_total_s)
-        self._emit("checkpoint", t, w, duration_s=dm.save_s + up.get("upload_s", 0.0), **up)
+        self._emit("checkpoint", t, w, duration_s=save_s, **up)
         self._release_waiters(t)
         t.at_point = self.strategy.pbt and self._at_perturbation_point(t)
         if t.at_point:
             self._perturb(t, w)
         if t.status != TrialStatus.WAITING:  # synch PBT's barrier, or a replayed clone waiting for its donor
             self._make_runnable(t)
-
-    def _noise(self, cv: float) -> float:
-        """A chunk's step-time factor: log-normal with mean 1 and relative spread ``cv`` (1 if 0)."""
-        if cv <= 0:
-            return 1.0
-        s2 = math.log1p(cv * cv)
-        return float(self.noise_rng.lognormal(-s2 / 2, math.sqrt(s2)))
 
     def _to_time_point(self, t: Trial, w: Worker) -> int:
         """Iterations until ``t``'s seconds reach its next perturbation point (``time_attr =

@@ -66,10 +66,18 @@ class DeviceModel:
         parallel_fraction: CPU types: Amdahl parallel fraction in [0, 1].
         r2: goodness of the alpha/beta fit (1 = perfect), when fitted.
         source: "measured", "published" or "fitted".
-        step_cv: relative standard deviation of a chunk's seconds per step from run to run (the spread
-            of one cell's repeated timings, ``hetune calibrate --repeat``; 0 = none measured, every
-            chunk takes its expected time). The simulator draws each chunk's factor from a
-            log-normal of mean 1 with this spread.
+        step_cv: relative standard deviation of a chunk's seconds (training and evaluation) from
+            chunk to chunk, pooled over batch sizes (the spread of repeated timings, ``hetune
+            calibrate --repeat``, or of recorded runs' chunks, ``hetune calibrate spread``; 0 = none
+            measured, every chunk takes its expected time). The simulator draws each chunk's factor
+            from a log-normal of mean 1 with this spread (sim/timing_noise.py).
+        step_cv_batch: the same spread per batch size where it was measured (keys: batch sizes as
+            strings); a run at a batch size listed here uses it instead of ``step_cv``.
+        overhead_cv: relative standard deviation of a trial start, restart, restore and save, seconds
+            (recorded runs' saves and restores, ``hetune calibrate spread``; 0 = none measured).
+        drift_cv: relative standard deviation of this device type's speed from run to run, as
+            repeated calibrations of one host measure it (``hetune calibrate spread --drift``); each
+            simulated run draws one factor per device type on its compute (0 = none measured).
     """
 
     alpha_s: float
@@ -89,10 +97,20 @@ class DeviceModel:
     r2: float = 1.0
     source: Literal["measured", "published", "fitted"] = "fitted"
     step_cv: float = 0.0
+    step_cv_batch: dict[str, float] = field(default_factory=dict)
+    overhead_cv: float = 0.0
+    drift_cv: float = 0.0
 
     def check(self) -> Iterator[tuple[str, str]]:
-        if not 0 <= self.step_cv < 1:
-            yield "step_cv", f"must be in [0, 1) (a relative spread), got {self.step_cv}"
+        spreads = {"step_cv": self.step_cv, "overhead_cv": self.overhead_cv, "drift_cv": self.drift_cv,
+                   **{f"step_cv_batch.{k}": v for k, v in sorted(self.step_cv_batch.items())}}
+        for name, cv in spreads.items():
+            top = 5 if name == "overhead_cv" else 1  # overheads are skewed: a rare slow restart doubles the spread
+            if not 0 <= cv < top:
+                yield name, f"must be in [0, {top}) (a relative spread), got {cv}"
+        for key in sorted(self.step_cv_batch):
+            if not (key.isdigit() and int(key) >= 1):
+                yield f"step_cv_batch.{key}", "keys are batch sizes >= 1"
         for name in ("alpha_s", "beta_s_per_sample", "eval_s", "checkpoint_mb", "save_s", "load_s",
                      "start_overhead_s", "resume_s", "gradient_mb"):
             if getattr(self, name) < 0:

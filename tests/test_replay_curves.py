@@ -131,7 +131,7 @@ def test_the_batch_size_effect_follows_the_noise_scale_model():
 
 
 def test_compare_predicts_a_spread_that_holds_a_run_of_the_same_model(recorded, tmp_path):
-    # A simulated run stands in for a real one: the simulator's 20-seed prediction must hold it,
+    # A simulated run stands in for a real one: the simulator's 200-seed prediction must hold it,
     # its same-seed error is zero, and the report says both.
     from hetune.real.compare import compare, format_fidelity
 
@@ -142,7 +142,8 @@ def test_compare_predicts_a_spread_that_holds_a_run_of_the_same_model(recorded, 
     f = compare(run)
     assert f["makespan_error_pct"] == 0
     sp = f["sim_spread"]
-    assert sp["seeds"] == 20 and sp["makespan_s"]["lo"] <= sp["makespan_s"]["median"] <= sp["makespan_s"]["hi"]
+    assert sp["seeds"] == 200 and len(sp["makespan_s"]["values"]) == 200
+    assert sp["makespan_s"]["lo"] <= sp["makespan_s"]["median"] <= sp["makespan_s"]["hi"]
     assert f["real_within_sim_spread"]["makespan"] is True
     assert f["makespan_error_vs_median_pct"] is not None
-    assert "over 20 simulated seeds" in format_fidelity(f)
+    assert "over 200 simulated seeds" in format_fidelity(f)
