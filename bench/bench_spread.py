@@ -1,7 +1,8 @@
 """Does the simulator's 95% range hold the real runs once it knows how much this host's seconds vary?
 (issue "Fidelity you can audit", item 3)
 
-    python bench/bench_spread.py                       # about a minute; writes results/fidelity/spread/
+    python bench/bench_spread.py                       # about 30 s; writes results/fidelity/spread/
+    hetune plots results/fidelity/spread --out plots/figures     # the figure of the judgements with spreads
 
 Measures the spreads with ``hetune calibrate spread`` from what is not judged: the fidelity
 benchmark's curve run (``under-load/runs/curves-s100``, Ray's own PBT, seed 100: chunk and overhead
@@ -33,7 +34,7 @@ FIDELITY = REPO / "results/fidelity"
 
 
 def hetune(*args: str) -> str:
-    out = subprocess.run([sys.executable, "-m", "hetune.cli", *args], capture_output=True, text=True)
+    out = subprocess.run([sys.executable, "-m", "hetune.cli", *args], capture_output=True, text=True, cwd=REPO)
     if out.returncode:
         sys.exit(f"hetune {' '.join(args)} failed: {out.stderr.strip()}")
     return out.stdout
@@ -44,7 +45,8 @@ def judged(run: Path, work: Path, calibration: Path, seeds: int) -> dict:
     copy = work / run.name
     shutil.rmtree(copy, ignore_errors=True)
     shutil.copytree(run, copy, ignore=shutil.ignore_patterns("fidelity.json", "*-events.jsonl", "tune-output.log"))
-    hetune("compare", str(copy), "--seeds", str(seeds), "--set", f"calibration.path={calibration}")
+    # named from the repository's root, so that no path of this host is written into fidelity.json
+    hetune("compare", str(copy), "--seeds", str(seeds), "--set", f"calibration.path={calibration.relative_to(REPO)}")
     return json.loads((copy / "fidelity.json").read_text())
 
 
@@ -81,6 +83,11 @@ def main() -> None:
         total = sum(d["within"] for d in data[name].values()), sum(d["runs"] for d in data[name].values())
         data[name]["all"] = {"within": total[0], "runs": total[1]}
         rows.append(f"| all | {name} | {total[0]}/{total[1]} | | |")
+    # the judgements with spreads are kept for the figure (`hetune plots OUT`); the runs are under-load's
+    for run in runs:
+        keep = out / "runs" / run.name
+        keep.mkdir(parents=True, exist_ok=True)
+        shutil.copy(out / "work" / "with-spreads" / run.name / "fidelity.json", keep / "fidelity.json")
     shutil.rmtree(out / "work", ignore_errors=True)
     text = (f"Measured on host {platform.node()!r}: {len(runs)} committed real runs (results/fidelity/under-load), "
             f"each judged over {args.seeds} simulated seeds.\n\nSpreads measured (hetune calibrate spread):\n\n"

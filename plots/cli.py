@@ -8,6 +8,7 @@ from typing import Callable
 
 import json
 
+from hetune.plots.benchmark_figure import fidelity_benchmark, runs_by_strategy
 from hetune.plots.calibration_figure import calibration
 from hetune.plots.fidelity_figure import fidelity
 from hetune.plots.run_figures import RUN_FIGURES
@@ -25,6 +26,8 @@ def discover(results: Path = Path("results"), calibrations: Path = Path("configs
         for f in results.rglob("*"):
             if f.name in ("events.jsonl", "sweep.csv", "policy.json"):
                 found.add(f.parent)
+            elif f.name == "fidelity.json" and f.parent.parent.name == "runs":  # a fidelity benchmark's run
+                found.add(f.parent.parent.parent)
     if calibrations.is_dir():
         found.update(p for p in calibrations.glob("*.toml"))
     return sorted(found)
@@ -60,6 +63,10 @@ def plot_one(path: Path, out: Path, pdf: bool) -> list[Path]:
         if (path / "fidelity.json").is_file() and (path / "sim-events.jsonl").is_file():
             fid = json.loads((path / "fidelity.json").read_text())
             made += fidelity(events, read_events(path / "sim-events.jsonl"), fid, out, label, pdf)
+    bench = runs_by_strategy(path)
+    if bench:
+        recognised = True
+        made += fidelity_benchmark(bench, out, label, pdf)
     if (path / "policy.json").is_file() and (path / "history.json").is_file():
         recognised = True
         from hetune.plots.adapt_figure import adaptation
@@ -67,8 +74,8 @@ def plot_one(path: Path, out: Path, pdf: bool) -> list[Path]:
         made += adaptation(json.loads((path / "history.json").read_text()),
                            json.loads(evals.read_text()) if evals.is_file() else [], out, label, pdf)
     if not recognised:
-        raise ConfigError(str(path), "", "no recognisable results (expected events.jsonl, sweep.csv, policy.json "
-                          "or a calibration .toml)")
+        raise ConfigError(str(path), "", "no recognisable results (expected events.jsonl, sweep.csv, policy.json, "
+                          "runs/*/fidelity.json or a calibration .toml)")
     return made
 
 

@@ -223,11 +223,14 @@ def _strategy_replay(path: Path, inputs: Any, strategy: str) -> dict[str, Any]:
 
 
 def _shown(path: str, run_dir: Path) -> str:
-    """A path as the record shows it: relative to the run folder when inside it (no build-host path)."""
-    try:
-        return str(Path(path).resolve().relative_to(run_dir.resolve()))
-    except ValueError:
-        return path
+    """A path as the record shows it: relative to the run folder when inside it, else to the working
+    directory where it lies below it (no build-host path either way)."""
+    for base in (run_dir.resolve(), Path.cwd().resolve()):
+        try:
+            return str(Path(path).resolve().relative_to(base))
+        except ValueError:
+            continue
+    return path
 
 
 def _run_host(run_dir: Path) -> dict[str, str] | None:

@@ -76,3 +76,20 @@ def test_fidelity_and_adaptation_figures(results, tmp_path):
     made += adaptation(history, evals, tmp_path, "a")
     assert [p.name for p in made] == ["f-fidelity.png", "a-adaptation.png"]
     assert all(p.stat().st_size > 1000 for p in made)
+
+
+def test_fidelity_benchmark_figure_from_the_committed_judgements(tmp_path, capsys):
+    from hetune.plots.benchmark_figure import runs_by_strategy
+
+    bench = REPO / "results/fidelity/spread"
+    runs = runs_by_strategy(bench)
+    assert sorted(runs) == ["hrfs", "leader-fusion", "random-search", "rank-aware", "throughput-proportional",
+                            "tune-default", "tune-default-plain"] and all(len(v) == 2 for v in runs.values())
+    assert main(["plots", str(bench), "--out", str(tmp_path)]) == 0
+    assert (tmp_path / "spread-fidelity-benchmark.png").stat().st_size > 1000
+    broken = tmp_path / "broken" / "runs" / "hrfs-s0"
+    broken.mkdir(parents=True)
+    (broken / "fidelity.json").write_text("{not json")
+    assert main(["plots", str(tmp_path / "broken"), "--out", str(tmp_path / "f")]) == 2
+    err = capsys.readouterr().err
+    assert "fidelity.json" in err and "Traceback" not in err
