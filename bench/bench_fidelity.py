@@ -6,6 +6,8 @@ on the same host (issue "One strategy, two engines"). Not part of the test run; 
     python bench/bench_fidelity.py --table              # the table from what is there
     python bench/bench_fidelity.py --idle               # calibrated idle (each cell alone), for comparison
     python bench/bench_fidelity.py --recalibrate NAME   # the under-load runs, judged by a new calibration
+    python bench/bench_fidelity.py --digits             # on real data: inputs, spreads, target and budget
+                                                        # fixed first (bench/fidelity_digits.py), 3 seeds
 
 Steps, each skipped when its output exists (so the benchmark runs in parts and resumes):
 1. ``hetune calibrate --under-load`` of configs/clusters/fidelity-local.toml (step times at the
@@ -87,8 +89,12 @@ def calibrate() -> None:
     shutil.copy(cal, SHIPPED_CALIBRATION)
 
 
+JUDGED_SET: list[str] = []  # --digits: the target and budget fixed before any judged run (bench/fidelity_digits.py)
+
+
 def run(label: str, flags: list[str], seed: int) -> Path:
     folder = OUT / "runs" / f"{label}-s{seed}"
+    flags = flags + (JUDGED_SET if label != "curves" else [])
     if (folder / "summary.json").is_file():
         return folder
     resume = ["--resume"] if (folder / "events.partial.jsonl").is_file() else []
@@ -237,23 +243,36 @@ def table(labels: list[str]) -> str:
             "exploits real / sim | iteration share gap | step time error |\n"
             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     text = head + "\n" + "\n".join(rows) + "\n\n" + _order(data) + "\n"
+    extra: dict = {}
+    if any("sim_spread" in f and "values" in f["sim_spread"]["makespan_s"] for f in every.values()):
+        import fidelity_digits  # runs compared since the spread kept every seed's value
+
+        more, extra = fidelity_digits.planner_section(OUT, labels)
+        text += more
     (OUT / "table.md").write_text(text)
-    (OUT / "table.json").write_text(json.dumps({"inputs_hash": judged, "strategies": data}, indent=1) + "\n")
+    (OUT / "table.json").write_text(json.dumps({"inputs_hash": judged, "strategies": data, "planner": extra},
+                                               indent=1) + "\n")
     return text
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", default="", help="comma-separated strategy labels (tune-default-plain for the reference)")
-    ap.add_argument("--seeds", default="0,1", help="comma-separated seeds (median over them)")
+    ap.add_argument("--seeds", default="0,1,2", help="comma-separated seeds (median over them)")
     ap.add_argument("--table", action="store_true", help="only write the table from the runs there")
     ap.add_argument("--idle", action="store_true", help="calibrate each cell alone (results/fidelity/idle)")
     ap.add_argument("--recalibrate", default="", metavar="NAME",
                     help="compare the under-load runs again under a calibration measured now (results/fidelity/NAME)")
+    ap.add_argument("--digits", action="store_true",
+                    help="the benchmark on the handwritten digits (results/fidelity/digits; bench/fidelity_digits.py)")
     args = ap.parse_args()
-    global OUT
+    global OUT, EXPERIMENT, SHIPPED_CALIBRATION
     if args.idle:
         OUT = OUT.parent / "idle"
+    if args.digits:
+        OUT, EXPERIMENT = OUT.parent / "digits", REPO / "configs/experiments/fidelity-digits.toml"
+        SHIPPED_CALIBRATION = REPO / "configs/calibration/fidelity-digits.toml"
+        return digits(args)
     if args.recalibrate:
         recalibrate(args.recalibrate)
         print(table([c[0] for c in configurations()]))
@@ -267,6 +286,23 @@ def main() -> None:
         for seed in (int(s) for s in args.seeds.split(",")):  # every strategy once before any twice
             for label, flags in configs:
                 compare(run(label, flags, seed))
+    print(table([c[0] for c in configurations()]))
+
+
+def digits(args: argparse.Namespace) -> None:
+    """The benchmark on real data: inputs fixed first, every configuration per seed, the drift last."""
+    import fidelity_digits as fd
+
+    seeds = [int(s) for s in args.seeds.split(",")]
+    configs = [c for c in configurations() if not args.only or c[0] in args.only.split(",")]
+    if not args.table:
+        JUDGED_SET[:] = fd.fixed_inputs(OUT, SHIPPED_CALIBRATION, hetune, calibrate_steps, run)
+        for seed in seeds:  # every configuration once before any twice
+            for label, flags in configs:
+                compare(run(label, flags, seed))
+        if all((OUT / "runs" / f"{label}-s{s}" / "fidelity.json").is_file()
+               for label, _ in configurations() for s in seeds):
+            (OUT / "drift.json").write_text(json.dumps(fd.drift_after(OUT, calibrate_steps), indent=1) + "\n")
     print(table([c[0] for c in configurations()]))
 
 

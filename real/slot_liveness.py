@@ -69,3 +69,21 @@ class SlotLiveness:
             if self.on_change is not None:
                 self.on_change(s, "worker_removed" if s.down else "worker_added")
         return lost
+
+
+def drop_pending_actor(tune_controller: object, trial: object) -> None:
+    """Forget the actor Tune requested for ``trial`` on a slot whose node died before it started.
+
+    Tune keeps such a request; when a node declares the slot again it would start the trial there,
+    RUNNING outside the strategy's placement (and Tune would then try to train a trial the strategy
+    paused). The request is removed as Tune removes one it replaces with a cached actor
+    (``TuneController._maybe_reuse_cached_actor``); Tune's scheduler wrapper hides the controller's
+    private parts, so they are reached through it.
+    """
+    ctl = getattr(tune_controller, "_tune_controller", tune_controller)
+    actor = getattr(ctl, "_trial_to_actor", {}).pop(trial, None)
+    if actor is not None:
+        ctl._actor_to_trial.pop(actor, None)  # type: ignore[attr-defined]
+        ctl._remove_actor(tracked_actor=actor)  # type: ignore[attr-defined]
+    if trial in getattr(ctl, "_staged_trials", ()):
+        ctl._unstage_trial_with_resources(trial)  # type: ignore[attr-defined]

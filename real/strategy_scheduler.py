@@ -26,7 +26,7 @@ from ray.tune.experiment import Trial
 from ray.tune.schedulers import PopulationBasedTraining, TrialScheduler
 
 from hetune.real.recorder import trial_index
-from hetune.real.slot_liveness import SlotLiveness
+from hetune.real.slot_liveness import SlotLiveness, drop_pending_actor
 from hetune.real.strategy_state import load_state, save_state
 from hetune.real.strategy_view import Slot, TrialState, TuneView, slot_resource
 from hetune.sim.cluster import WorkerSpec
@@ -203,8 +203,8 @@ class StrategyScheduler(TrialScheduler):
             slot.chunk_seconds += float(result.get("step_s", 0.0)) + float(result.get("eval_s", 0.0))
         if self.strategy.pbt:  # a baseline without PBT (random-search) never ranks, exploits or explores
             self.pbt.on_trial_result(tune_controller, trial, result)  # may exploit: Tune then restarts the trial
-        if slot is None:
-            return TrialScheduler.CONTINUE
+        if slot is None:  # a trial Tune runs outside the strategy's slots; exploited, it waits paused
+            return TrialScheduler.NOOP if trial.status == Trial.PAUSED else TrialScheduler.CONTINUE
         if trial.status == Trial.PAUSED:  # exploited: it restarts from the donor's checkpoint, wherever placed
             self._end_chunk(slot, state)
             self._release(slot, state)
@@ -262,6 +262,7 @@ class StrategyScheduler(TrialScheduler):
         slot.trial, slot.reserved, slot.chunk_start_iter, slot.resident = None, False, None, None
         self.trials[trial_index(trial)].status = TrialStatus.PAUSED
         if trial.status == Trial.PENDING:  # Tune filed it as pending already: move it through Tune
+            drop_pending_actor(tune_controller, trial)
             tune_controller._set_trial_status(trial, Trial.PAUSED)
 
     def restore_strategy(self) -> bool:

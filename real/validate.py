@@ -158,8 +158,14 @@ def run_validate(experiment: str, overrides: list[str], strategy: str, out: Path
         tuner = _tuner(plan, trainable, param_space, scheduler, callbacks)
         if not resume:
             log.t0 = time.time()  # time 0 of the run: what start_overhead_s is measured from
-        with TuneOutput(plan.out / "tune-output.log"):  # Tune's banner and hints stay out of the terminal
-            grid = tuner.fit()
+        from ray.tune.error import TuneError
+        try:
+            with TuneOutput(plan.out / "tune-output.log"):  # Tune's banner and hints stay out of the terminal
+                grid = tuner.fit()
+        except TuneError as exc:  # Tune's controller itself failed: one line; its traceback is in the log
+            last = str(exc).strip().splitlines()[-1][:200] if str(exc).strip() else type(exc).__name__
+            raise RunFailed(f"Ray Tune stopped the run: {last} (traceback in {plan.out / 'tune-output.log'}); "
+                            f"the events so far are in {plan.journal}") from None
         if hasattr(scheduler, "flush_views"):  # not under --plain: Ray's own PBT asks no strategy
             scheduler.flush_views()
         _refuse_unfinished(grid, log, plan, experiment)

@@ -297,5 +297,29 @@ def test_a_trial_restarting_on_a_node_that_dies_after_its_actor_is_freed():
     assert chosen.status == Trial.PENDING and sched.slots[1].trial is chosen
     live.discard("hetune-worker:1")
     sched.liveness._checked = -1e9
+    ctl._trial_to_actor, ctl._actor_to_trial = {chosen: "actor"}, {"actor": chosen}  # Tune's pending request
+    ctl._staged_trials, removed = {chosen}, []
+    ctl._remove_actor = lambda tracked_actor: removed.append(tracked_actor)
+    ctl._unstage_trial_with_resources = ctl._staged_trials.discard
     assert sched.choose_trial_to_run(ctl) is None
     assert sched.slots[1].down and chosen.status == Trial.PAUSED and sched.trials[0].status == "paused"
+    # the request is gone: a node declaring the slot again does not start the trial behind the strategy
+    assert removed == ["actor"] and not ctl._trial_to_actor and not ctl._actor_to_trial and not ctl._staged_trials
+
+
+def test_a_trial_tune_runs_outside_the_slots_waits_paused_once_exploited():
+    """A trial with no slot (Tune restarted it on its own) that PBT exploits is paused: the scheduler
+    must not ask Tune to train it (Tune would look for the actor it just stopped)."""
+    sched, ctl, trials = make(FastestOnly())
+
+    class Exploits(PassivePBT):
+        def on_trial_result(self, controller, trial, result) -> str:
+            trial.status = Trial.PAUSED
+            return TrialScheduler.NOOP
+    sched.pbt = Exploits()
+    trials[1].status = Trial.RUNNING
+    assert sched._slot_of(trials[1]) is None
+    assert report(sched, ctl, trials[1], 3) == TrialScheduler.NOOP
+    trials[0].status = Trial.RUNNING
+    sched.pbt = PassivePBT()
+    assert report(sched, ctl, trials[0], 3) == TrialScheduler.CONTINUE

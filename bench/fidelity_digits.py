@@ -1,0 +1,181 @@
+"""The fidelity benchmark on real data (``python bench/bench_fidelity.py --digits``): what is fixed
+before any judged run, and what is measured after the last one (issue "Fidelity you can audit",
+items 3, 5 and 6).
+
+Before any judged run, each step skipped when its output exists (so the benchmark resumes):
+
+1. ``hetune calibrate --under-load`` of the emulated cluster (``calibration-steps.toml``);
+2. three recorded runs that are never judged (Ray Tune's own PBT, seeds 100-102, ``runs/curves-s*``)
+   and ``hetune calibrate curves`` on all three (``calibration-curves.toml``);
+3. a second calibration of the host (``calibration-steps-2.toml``), then ``hetune calibrate spread``:
+   chunk and overhead spreads from the three curve runs, the drift between the two calibrations
+   (``calibration.toml``, copied over configs/calibration/fidelity-digits.toml, which the
+   experiment names);
+4. the target and the budget from the three curve runs (``learning-target.json``, rule below),
+   passed to every judged run with ``--set`` (each run freezes them in its snapshot).
+
+After the last judged run: ``hetune calibrate --under-load`` again (``calibration-after.toml``); the
+change of each device type's step time from before is the drift: the floor of what this host can
+show (a simulator whose inputs were measured at one time cannot predict closer than the host moves).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from pathlib import Path
+from typing import Any, Callable
+
+CURVE_SEEDS = (100, 101, 102)  # none of the judged runs uses them
+BUDGET_SHARE = 0.75  # the budget: this share of the curve runs' median makespan (strategies differ in speed)
+
+
+def target_and_budget(curve_runs: list[Path]) -> dict[str, Any]:
+    """The target accuracy where good trials climb steeply, and the budget, from recorded runs.
+
+    Target: the good trials are those whose last reading is in the top half of their run; each
+    one's climb goes from its first reading to the mean of its last two; the target is the median,
+    over the good trials of every run, of the middle of the climb (half-way up a saturating curve is
+    where it is steep, and above the noise of the first readings), to 0.01. Budget: BUDGET_SHARE of
+    the runs' median makespan, to 10 s.
+    """
+    from hetune.sim.events import read_events
+
+    middles, makespans = [], []
+    for run in curve_runs:
+        events = read_events(run / "events.jsonl")
+        readings: dict[int, list[float]] = {}
+        for e in events:
+            if e["kind"] == "chunk" and e.get("accuracy") is not None and e["iteration"] % 10 == 0:
+                readings.setdefault(e["trial"], []).append(float(e["accuracy"]))
+        makespans.append(max(e["t"] for e in events))
+        trials = sorted(readings.values(), key=lambda r: r[-1], reverse=True)
+        for r in trials[:max(1, len(trials) // 2)]:
+            if len(r) >= 3:
+                middles.append((r[0] + (r[-1] + r[-2]) / 2) / 2)
+    target = round(statistics.median(middles), 2)
+    budget = 10 * round(BUDGET_SHARE * statistics.median(makespans) / 10)
+    return {"target_accuracy": target, "budget_s": float(budget), "good_trials": len(middles),
+            "curve_runs": [r.name for r in curve_runs], "median_makespan_s": round(statistics.median(makespans), 1),
+            "rule": target_and_budget.__doc__.split("\n\n", 1)[1].strip().replace("\n    ", " ")
+            .replace("BUDGET_SHARE", f"{BUDGET_SHARE:g}")}
+
+
+def fixed_inputs(out: Path, shipped: Path, hetune: Callable[..., None], calibrate_steps: Callable[[Path, bool], None],
+                 run: Callable[[str, list[str], int], Path]) -> list[str]:
+    """Steps 1-4 above; returns the ``--set`` flags of every judged run."""
+    import shutil
+
+    steps = out / "calibration-steps.toml"
+    if not steps.is_file():
+        calibrate_steps(steps, True)
+    curves_cal, cal = out / "calibration-curves.toml", out / "calibration.toml"
+    if not cal.is_file():
+        shutil.copy(steps, shipped)  # the curve runs freeze it in their snapshots (they are not judged)
+    curve_runs = [run("curves", ["--strategy", "tune-default", "--plain"], s) for s in CURVE_SEEDS]
+    if not curves_cal.is_file():
+        hetune("calibrate", "curves", *map(str, curve_runs), "--calibration", str(steps), "--out", str(curves_cal))
+    steps2 = out / "calibration-steps-2.toml"
+    if not steps2.is_file():
+        calibrate_steps(steps2, True)
+    if not cal.is_file():
+        hetune("calibrate", "spread", str(curves_cal), "--runs", *map(str, curve_runs), "--drift", str(steps2),
+               "--out", str(cal))
+    shutil.copy(cal, shipped)
+    fixed = out / "learning-target.json"
+    if not fixed.is_file():
+        fixed.write_text(json.dumps(target_and_budget(curve_runs), indent=1) + "\n")
+    t = json.loads(fixed.read_text())
+    return ["--set", f"experiment.target_accuracy={t['target_accuracy']}", "--set", f"experiment.budget_s={t['budget_s']}"]
+
+
+def drift_after(out: Path, calibrate_steps: Callable[[Path, bool], None]) -> dict[str, Any]:
+    """Calibrate after the judged runs; per device type the step time's change from before, in %,
+    at the experiment's batch size (8) and as the mean over every calibrated batch size."""
+    from hetune.sim.throughput import load_calibration
+
+    after = out / "calibration-after.toml"
+    if not after.is_file():
+        calibrate_steps(after, True)
+    before, later = load_calibration(out / "calibration-steps.toml"), load_calibration(after)
+    drift: dict[str, Any] = {}
+    for device, dm in sorted(before.models["resnet18"].items()):
+        other = later.models.get("resnet18", {}).get(device)
+        if other is None:
+            continue
+        at = {b: 100 * ((other.alpha_s + other.beta_s_per_sample * b) / (dm.alpha_s + dm.beta_s_per_sample * b) - 1)
+              for b in (4, 8, 16)}
+        drift[device] = {"batch_8_pct": round(at[8], 1),
+                         "mean_pct": round(100 * (math.exp(statistics.mean(math.log1p(v / 100) for v in at.values()))
+                                                  - 1), 1)}
+    return drift
+
+
+def _median(values: list[float | None]) -> float | None:
+    vals = [v for v in values if v is not None]
+    return statistics.median(vals) if vals else None
+
+
+def planner_section(out: Path, labels: list[str]) -> tuple[str, dict[str, Any]]:
+    """The numbers a planner uses and the learning side, per configuration over its seeds: each run's
+    makespan error, the error of the simulated median, how many real runs fall inside the simulated
+    95% range (makespan), the median time to target against the simulated median (target 25%), the
+    best accuracy at the budget against the simulated median (target 1 point), and the drift floor."""
+    rows, data, inside, total = [], {}, 0, 0
+    for label in labels:
+        fids = [json.loads(p.read_text()) for p in sorted((out / "runs").glob(f"{label}-s*/fidelity.json"))]
+        if not fids:
+            continue
+        sp = [f["sim_spread"] for f in fids]
+        real_ttt = _median([f["time_to_target_s"]["real"] for f in fids])
+        sim_ttt = _median([s["time_to_target_s"]["median"] for s in sp])
+        key = sp[0]["best_accuracy"]["key"]
+        real_best = _median([f[key]["real"] for f in fids])
+        sim_best = _median([s["best_accuracy"]["median"] for s in sp])
+        d = {"runs": len(fids), "makespan_errors_pct": [f["makespan_error_pct"] for f in fids],
+             "median_error_pct": _median([f["makespan_error_vs_median_pct"] for f in fids]),
+             "within": sum(bool(f["real_within_sim_spread"]["makespan"]) for f in fids),
+             "ttt_real_s": real_ttt, "ttt_sim_median_s": sim_ttt,
+             "ttt_reached_real": sum(f["time_to_target_s"]["real"] is not None for f in fids),
+             "ttt_error_pct": None if None in (real_ttt, sim_ttt) else round(100 * (sim_ttt - real_ttt) / real_ttt, 1),
+             "best_real": real_best, "best_sim_median": sim_best,
+             "best_error_points": None if None in (real_best, sim_best) else round(100 * (sim_best - real_best), 1)}
+        data[label] = d
+        inside, total = inside + d["within"], total + d["runs"]
+
+        def pct(v: float | None) -> str:
+            return "-" if v is None else f"{v:+.1f}%"
+        rows.append(f"| {label} | {', '.join(pct(v) for v in d['makespan_errors_pct'])} | {pct(d['median_error_pct'])} "
+                    f"| {d['within']}/{d['runs']} | {d['ttt_real_s'] and round(d['ttt_real_s'], 1) or 'never'} "
+                    f"({d['ttt_reached_real']}/{d['runs']} reached) | "
+                    f"{d['ttt_sim_median_s'] and round(d['ttt_sim_median_s'], 1) or 'never'} | {pct(d['ttt_error_pct'])} | "
+                    f"{real_best if real_best is None else round(real_best, 3)} | "
+                    f"{sim_best if sim_best is None else round(sim_best, 3)} | "
+                    + ("-" if d["best_error_points"] is None else f"{d['best_error_points']:+.1f}") + " |")
+    text = ("\n## The numbers a planner uses, and the learning side\n\n"
+            "| strategy | makespan error per run | error of the simulated median | real within the simulated 95% "
+            "range | time to target real s (median) | simulated median s | error | best accuracy at the budget, "
+            "real (median) | simulated median | error (points) |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n"
+            + "\n".join(rows) + "\n")
+    if total:
+        text += (f"\nReal runs inside the simulated 95% makespan range: {inside}/{total} = {100 * inside / total:.0f}% "
+                 "(target >= 80%). Targets: error of the simulated median within 20%, median time to target within "
+                 "25%, best accuracy at the budget within 1 point.\n")
+    pbt, rs = data.get("tune-default-plain"), data.get("random-search")
+    if pbt and rs:  # a finding, not a target
+        text += (f"\nReal PBT (Ray's own) against real random search, medians over seeds: best accuracy at the budget "
+                 f"{pbt['best_real']} against {rs['best_real']}; time to target {pbt['ttt_real_s'] or 'never'} s "
+                 f"({pbt['ttt_reached_real']}/{pbt['runs']} reached) against {rs['ttt_real_s'] or 'never'} s "
+                 f"({rs['ttt_reached_real']}/{rs['runs']}).\n")
+    if (out / "drift.json").is_file():
+        drift = json.loads((out / "drift.json").read_text())
+        text += ("\nDrift between the calibrations before and after the judged runs (the floor of what this host "
+                 "can show): " + "; ".join(f"{d}: {v['batch_8_pct']:+.1f}% at batch 8, {v['mean_pct']:+.1f}% over "
+                                           f"batch sizes 4-16" for d, v in drift.items()) + ".\n")
+        data["drift"] = drift
+    if (out / "learning-target.json").is_file():
+        data["fixed"] = json.loads((out / "learning-target.json").read_text())
+        text += (f"\nFixed before any judged run from {', '.join(data['fixed']['curve_runs'])}: target accuracy "
+                 f"{data['fixed']['target_accuracy']}, budget {data['fixed']['budget_s']:g} s.\n")
+    return text, data
