@@ -300,8 +300,8 @@ def digits(args: argparse.Namespace) -> None:
         for seed in seeds:  # every configuration once before any twice
             for label, flags in configs:
                 compare(run(label, flags, seed))
-        if all((OUT / "runs" / f"{label}-s{s}" / "fidelity.json").is_file()
-               for label, _ in configurations() for s in seeds):
+        if all((OUT / "runs" / f"{label}-s{s}" / "fidelity.json").is_file()  # the last judged run is done
+               for label, _ in configurations() for s in fd.JUDGED_SEEDS):
             (OUT / "drift.json").write_text(json.dumps(fd.drift_after(OUT, calibrate_steps), indent=1) + "\n")
     print(table([c[0] for c in configurations()]))
 
