@@ -74,7 +74,10 @@ def fixed_inputs(out: Path, shipped: Path, hetune: Callable[..., None], calibrat
     curves_cal, cal = out / "calibration-curves.toml", out / "calibration.toml"
     if not cal.is_file():
         shutil.copy(steps, shipped)  # the curve runs freeze it in their snapshots (they are not judged)
-    curve_runs = [run("curves", ["--strategy", "tune-default", "--plain"], s) for s in CURVE_SEEDS]
+    # budget mode: every trial trains to its stop iteration, whatever the placeholder target, so the
+    # curves see whole runs
+    curve_runs = [run("curves", ["--strategy", "tune-default", "--plain", "--set", "experiment.budget_s=1000000"], s)
+                  for s in CURVE_SEEDS]
     if not curves_cal.is_file():
         hetune("calibrate", "curves", *map(str, curve_runs), "--calibration", str(steps), "--out", str(curves_cal))
     steps2 = out / "calibration-steps-2.toml"
