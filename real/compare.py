@@ -142,6 +142,7 @@ def compare(run_dir: Path, overrides: list[str] | None = None, seeds: int = SPRE
     }
     if (run_dir / VIEWS_FILE).is_file():  # not for --plain runs (Ray's own PBT asks no strategy)
         out["strategy_replay"] = _strategy_replay(run_dir / VIEWS_FILE, inputs, strategy)
+        out["decision_divergence"] = _divergence(run_dir, overrides)
     out.update(_spread(inputs, strategy, real, seeds))
     if inputs.experiment.faults.enabled or real["failures"]:
         out["faults"] = _fault_part(inputs, strategy, seed, real, sim)
@@ -205,6 +206,16 @@ def _fault_part(inputs: Any, strategy: str, seed: int, real: dict[str, Any], sim
             "sim_makespan_without_faults_s": calm_makespan,
             "faults_add_s": round(sim["makespan_s"] - calm_makespan, 6),
             "makespan_error_pct_without_faults": _err(calm_makespan, real["makespan_s"])}
+
+
+def _divergence(run_dir: Path, overrides: list[str] | None) -> dict[str, Any]:
+    """Where the replay's decisions part from the run's (real/divergence.py); its view log is scratch."""
+    import tempfile
+
+    from hetune.real.divergence import run_divergence
+
+    with tempfile.TemporaryDirectory(prefix="hetune-divergence-") as tmp:
+        return run_divergence(run_dir, Path(tmp) / "replay-views.jsonl", overrides)
 
 
 def _strategy_replay(path: Path, inputs: Any, strategy: str) -> dict[str, Any]:
@@ -291,6 +302,17 @@ def format_fidelity(f: dict[str, Any]) -> str:
         dr, ds = f["decisions"]["real"], f["decisions"]["sim"]
         lines.append(f"decisions: real {dr['run']} run / {dr['retire']} retire, "
                      f"sim {ds['run']} run / {ds['retire']} retire")
+    if f.get("decision_divergence"):
+        dd = f["decision_divergence"]
+        d = dd["divergence"]
+        def said(worker: int, decision: Any) -> str:
+            verb = "restart" if decision != "retire" and decision["restart"] else "run"
+            what = "retire" if decision == "retire" else f"{verb} trial {decision['run']} for {decision['iterations']}"
+            return f"worker {worker}: {what}"
+        parted = "" if d is None else (f", then parted (real {said(*d['real'])}; replay {said(*d['sim'])}); "
+                                       f"cause: {d['cause']}")
+        lines.append(f"decisions of the replay: {dd['agreed']} of {dd['placing']['real']} placing decisions as in "
+                     f"the run{parted}")
     if "checkpoint_transfers" in f:
         x = f["checkpoint_transfers"]
         r, m = x["real"], x["sim"]

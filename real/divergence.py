@@ -1,0 +1,138 @@
+"""Where the simulator's decisions part from a real run's, and why (issue "Fidelity you can audit",
+item 2b).
+
+The simulator replays the real run (sim/replay.py's ReplayPopulation: the run's own readings, its
+exploits with Ray's drawn donors and explored configs, its failures; the seconds are the
+simulator's) with a view log, so both engines' questions to the strategy are on record with what
+the strategy saw (sim/view_log.py). The two logs' placing decisions (run a trial, retire a worker;
+an "idle" answer places nothing, and Tune polls idle slots at every scheduling step where the
+simulator asks once per event) are walked in order to the first pair that differs. The two views
+that produced that pair are then compared, and the divergence is named by what differs, the
+first of CAUSES that applies:
+
+- ``another worker asked``: the views agree but a different worker asked (Tune asks for idle slots
+  at its own scheduling steps, in its own order);
+- ``a trial still starting``: a trial's process is up in one engine, not yet in the other;
+- ``a trial still saving or running``: a trial's status differs (one engine has its chunk or its
+  save still under way);
+- ``a trial further along``: a trial's iteration differs (chunks ended at other times: the step
+  times differ);
+- ``a reading seen in one engine only``: a trial's accuracy differs (results arrive in another
+  order);
+- ``a perturbation point``: only whether a trial is at its perturbation point differs;
+- ``a worker's state``: a worker's resident trial, idle or retired flag differs;
+- ``unexplained``: the views are the same and the answers are not, or only what none of the above
+  names differs. A strategy that decides from what it is shown has none (the strict replay).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+CAUSES = ("another worker asked", "a trial still starting", "a trial still saving or running",
+          "a trial further along", "a reading seen in one engine only", "a perturbation point",
+          "a worker's state", "unexplained")
+
+
+@dataclass
+class Divergence:
+    """The first placing decision on which the engines part.
+
+    Attributes:
+        index: how many placing decisions agreed before it.
+        real, sim: the two decisions, each (worker, encoded decision).
+        cause: the first of CAUSES that applies.
+        differences: every cause that applies, and per cause the trials or workers concerned.
+    """
+
+    index: int
+    real: tuple[int, Any]
+    sim: tuple[int, Any]
+    cause: str
+    differences: dict[str, list[int]]
+
+
+def placing(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The questions whose answer placed something (a run or a retire), in order."""
+    return [r for r in records if r.get("kind") == "assign" and r.get("decision") != "idle"]
+
+
+def _by_id(items: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
+    return {int(x["id"]): x for x in items}
+
+
+def differences(real: dict[str, Any], sim: dict[str, Any]) -> dict[str, list[int]]:
+    """Per cause, the trials (or workers, for a worker's state) on which two views differ."""
+    out: dict[str, list[int]] = {}
+    if sorted(real["view"]["starting"]) != sorted(sim["view"]["starting"]):
+        out["a trial still starting"] = sorted(set(real["view"]["starting"]) ^ set(sim["view"]["starting"]))
+    rt, st = _by_id(real["view"]["trials"]), _by_id(sim["view"]["trials"])
+    for cause, key in (("a trial still saving or running", "status"), ("a trial further along", "iteration"),
+                       ("a reading seen in one engine only", "accuracy"), ("a perturbation point", "at_point")):
+        ids = sorted(i for i in rt.keys() & st.keys() if rt[i][key] != st[i][key])
+        if ids:
+            out[cause] = ids
+    rw, sw = _by_id(real["view"]["workers"]), _by_id(sim["view"]["workers"])
+    ids = sorted(i for i in rw.keys() & sw.keys()
+                 if any(rw[i][k] != sw[i][k] for k in ("resident", "idle", "retired")))
+    if ids:
+        out["a worker's state"] = ids
+    if real["worker"] != sim["worker"]:
+        out["another worker asked"] = sorted({real["worker"], sim["worker"]})
+    return out
+
+
+def first_divergence(real_records: Sequence[dict[str, Any]],
+                     sim_records: Sequence[dict[str, Any]]) -> Divergence | None:
+    """The first placing decision on which two view logs' records part; None if one log's placing
+    decisions are the other's from start to end (the shorter one is a prefix of the longer)."""
+    real, sim = placing(real_records), placing(sim_records)
+    for i, (r, s) in enumerate(zip(real, sim)):
+        if r["worker"] == s["worker"] and r["decision"] == s["decision"]:
+            continue
+        diff = differences(r, s)
+        if "another worker asked" in diff and len(diff) == 1:
+            cause = "another worker asked"
+        else:
+            cause = next((c for c in CAUSES[1:-1] if c in diff), "unexplained")
+        return Divergence(i, (r["worker"], r["decision"]), (s["worker"], s["decision"]), cause, diff)
+    return None
+
+
+def run_divergence(run_dir: Path, out: Path | None = None, overrides: list[str] | None = None) -> dict[str, Any]:
+    """Replay the real run in ``run_dir`` in the simulator with a view log (written to ``out``, by
+    default the run folder's ``replay-views.jsonl``) and find the first divergence of decisions.
+
+    Returns a dict: the run's strategy and seed, placing decisions in each engine, how many agreed
+    before the first divergence, and the divergence (None: none) with its cause and differences.
+    """
+    from hetune.sim.engine import simulate
+    from hetune.sim.errors import ConfigError
+    from hetune.sim.events import read_events
+    from hetune.sim.replay import ReplayPopulation
+    from hetune.sim.snapshot import load_snapshot
+    from hetune.sim.view_log import VIEWS_FILE, ViewLog, read_view_log
+
+    if not (run_dir / VIEWS_FILE).is_file():
+        raise ConfigError(str(run_dir / VIEWS_FILE), "", "no view log (a --plain run asks no strategy, and runs "
+                                                         "recorded before view logs have none)")
+    inputs, _ = load_snapshot(run_dir, overrides)
+    strategy, seed = inputs.experiment.strategy.name, inputs.experiment.experiment.seed
+    try:
+        header, real_records = read_view_log(run_dir / VIEWS_FILE)
+    except ValueError as exc:
+        raise ConfigError(str(run_dir / VIEWS_FILE), "", str(exc)) from None
+    sim_path = out or run_dir / "replay-views.jsonl"
+    log = ViewLog(sim_path, strategy, str(header.get("mode", inputs.experiment.pbt.mode)), "sim")
+    simulate(inputs, inputs.make_strategy(strategy), seed, ReplayPopulation(read_events(run_dir / "events.jsonl"),
+                                                                           str(run_dir)), view_log=log)
+    log.flush()
+    _, sim_records = read_view_log(sim_path)
+    d = first_divergence(real_records, sim_records)
+    return {"strategy": strategy, "seed": seed, "placing": {"real": len(placing(real_records)),
+                                                            "sim": len(placing(sim_records))},
+            "agreed": d.index if d else min(len(placing(real_records)), len(placing(sim_records))),
+            "divergence": None if d is None else {"real": list(d.real), "sim": list(d.sim), "cause": d.cause,
+                                                  "differences": d.differences}}
