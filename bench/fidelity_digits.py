@@ -168,6 +168,18 @@ def planner_section(out: Path, labels: list[str]) -> tuple[str, dict[str, Any]]:
         text += (f"\nReal runs inside the simulated 95% makespan range: {inside}/{total} = {100 * inside / total:.0f}% "
                  "(target >= 80%). Targets: error of the simulated median within 20%, median time to target within "
                  "25%, best accuracy at the budget within 1 point.\n")
+    parted = {label: [f["decision_divergence"] for f in (json.loads(p.read_text()) for p in
+                                                       sorted((out / "runs").glob(f"{label}-s*/fidelity.json")))
+                      if f.get("decision_divergence")] for label in labels}
+    causes = [d["divergence"]["cause"] for ds in parted.values() for d in ds if d["divergence"]]
+    if causes:  # item 2(b): every divergence named, none unexplained
+        text += ("\nDecisions of each run's replay, placing decisions as in the run before the first divergence "
+                 "(its cause): " + "; ".join(
+                     f"{label} " + ", ".join(f"{d['agreed']}/{d['placing']['real']}"
+                                             + (f" ({d['divergence']['cause']})" if d["divergence"] else "")
+                                             for d in ds) for label, ds in parted.items() if ds)
+                 + f". Unexplained: {causes.count('unexplained')} of {len(causes)}.\n")
+        data["divergence"] = parted
     pbt, rs = data.get("tune-default-plain"), data.get("random-search")
     if pbt and rs:  # a finding, not a target
         text += (f"\nReal PBT (Ray's own) against real random search, medians over seeds: best accuracy at the budget "
