@@ -4,13 +4,14 @@ items 3, 5 and 6).
 
 Before any judged run, each step skipped when its output exists (so the benchmark resumes):
 
-1. ``hetune calibrate --under-load`` of the emulated cluster (``calibration-steps.toml``);
-2. three recorded runs that are never judged (Ray Tune's own PBT, seeds 100-102, ``runs/curves-s*``)
-   and ``hetune calibrate curves`` on all three (``calibration-curves.toml``);
-3. a second calibration of the host (``calibration-steps-2.toml``), then ``hetune calibrate spread``:
-   chunk and overhead spreads from the three curve runs, the drift between the two calibrations
-   (``calibration.toml``, copied over configs/calibration/fidelity-digits.toml, which the
-   experiment names);
+1. ``hetune calibrate --under-load`` of the emulated cluster (``calibration-steps.toml``), which
+   the curve runs freeze;
+2. three recorded runs that are never judged (Ray Tune's own PBT, seeds 100-102, ``runs/curves-s*``);
+3. a second calibration of the host (``calibration-steps-2.toml``, the one closest to the judged
+   runs), ``hetune calibrate curves`` on all three runs into it (``calibration-curves.toml``), then
+   ``hetune calibrate spread``: chunk and overhead spreads from the three curve runs, the drift
+   between the two calibrations (``calibration.toml``, copied over
+   configs/calibration/fidelity-digits.toml, which the experiment names);
 4. the target and the budget from the three curve runs (``learning-target.json``, rule below),
    passed to every judged run with ``--set`` (each run freezes them in its snapshot).
 
@@ -78,13 +79,13 @@ def fixed_inputs(out: Path, shipped: Path, hetune: Callable[..., None], calibrat
     # curves see whole runs
     curve_runs = [run("curves", ["--strategy", "tune-default", "--plain", "--set", "experiment.budget_s=1000000"], s)
                   for s in CURVE_SEEDS]
-    if not curves_cal.is_file():
-        hetune("calibrate", "curves", *map(str, curve_runs), "--calibration", str(steps), "--out", str(curves_cal))
     steps2 = out / "calibration-steps-2.toml"
     if not steps2.is_file():
         calibrate_steps(steps2, True)
+    if not curves_cal.is_file():
+        hetune("calibrate", "curves", *map(str, curve_runs), "--calibration", str(steps2), "--out", str(curves_cal))
     if not cal.is_file():
-        hetune("calibrate", "spread", str(curves_cal), "--runs", *map(str, curve_runs), "--drift", str(steps2),
+        hetune("calibrate", "spread", str(curves_cal), "--runs", *map(str, curve_runs), "--drift", str(steps),
                "--out", str(cal))
     shutil.copy(cal, shipped)
     fixed = out / "learning-target.json"
