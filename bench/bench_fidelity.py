@@ -47,6 +47,8 @@ import sys
 import time
 from pathlib import Path
 
+from fidelity_digits import pct  # bench/ is on the path: the script's own folder
+
 REPO = Path(__file__).resolve().parents[1]
 OUT = REPO / "results" / "fidelity" / "under-load"  # --idle: results/fidelity/idle
 EXPERIMENT = REPO / "configs/experiments/fidelity-local.toml"
@@ -220,10 +222,6 @@ def table(labels: list[str]) -> str:
             "notes": sorted({f["calibration_note"] for f in fids if f.get("calibration_note")}),
         }
         data[label] = med
-
-        def pct(v: float | None) -> str:
-            return "-" if v is None else f"{v:+.1f}%"
-
         rows.append(f"| {label} | {med['runs']} | {med['makespan_real_s']} | {med['makespan_sim_s']} | "
                     f"{pct(med['makespan_error_pct'])} | {med['ttt_real_s'] or 'never'} | "
                     f"{med['ttt_sim_s'] or 'never'} | "

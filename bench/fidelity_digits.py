@@ -118,6 +118,11 @@ def drift_after(out: Path, calibrate_steps: Callable[[Path, bool], None]) -> dic
     return drift
 
 
+def pct(v: float | None) -> str:
+    """A signed percentage for a table cell ("-" where there is none)."""
+    return "-" if v is None else f"{v:+.1f}%"
+
+
 def _median(values: list[float | None]) -> float | None:
     vals = [v for v in values if v is not None]
     return statistics.median(vals) if vals else None
@@ -149,9 +154,6 @@ def planner_section(out: Path, labels: list[str]) -> tuple[str, dict[str, Any]]:
              "best_error_points": None if None in (real_best, sim_best) else round(100 * (sim_best - real_best), 1)}
         data[label] = d
         inside, total = inside + d["within"], total + d["runs"]
-
-        def pct(v: float | None) -> str:
-            return "-" if v is None else f"{v:+.1f}%"
         rows.append(f"| {label} | {', '.join(pct(v) for v in d['makespan_errors_pct'])} | {pct(d['median_error_pct'])} "
                     f"| {d['within']}/{d['runs']} | {d['ttt_real_s'] and round(d['ttt_real_s'], 1) or 'never'} "
                     f"({d['ttt_reached_real']}/{d['runs']} reached) | "

@@ -38,10 +38,15 @@ def step_cvs(samples: Iterable[Sample], model: str, device: str) -> dict[int, fl
     return {b: statistics.stdev(ts) / statistics.mean(ts) for b, ts in sorted(by.items()) if len(ts) >= 2}
 
 
+def pooled_cv(cvs: list[float]) -> float:
+    """Relative spreads measured on groups of different means pooled into one (root mean square)."""
+    return (sum(c * c for c in cvs) / len(cvs)) ** 0.5
+
+
 def step_cv(samples: Iterable[Sample], model: str, device: str) -> float | None:
-    """``step_cvs`` pooled over batch sizes (root mean square); None where no cell was repeated."""
+    """``step_cvs`` pooled over batch sizes; None where no cell was repeated."""
     cvs = list(step_cvs(samples, model, device).values())
-    return (sum(c * c for c in cvs) / len(cvs)) ** 0.5 if cvs else None
+    return pooled_cv(cvs) if cvs else None
 
 
 def holdout_errors(samples: Iterable[Sample],

@@ -22,6 +22,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from hetune.calibrate.build import pooled_cv
 from hetune.calibrate.curves import read_runs, relative_name
 from hetune.sim.errors import ConfigError
 from hetune.sim.schema import from_mapping
@@ -36,11 +37,6 @@ def _cv(values: list[float]) -> float | None:
     if len(values) < MIN_SAMPLES or statistics.mean(values) <= 0:
         return None
     return statistics.stdev(values) / statistics.mean(values)
-
-
-def _pooled(cvs: list[float]) -> float:
-    """Root mean square of spreads measured on groups of different means."""
-    return math.sqrt(sum(c * c for c in cvs) / len(cvs))
 
 
 def run_spreads(runs: list[str]) -> dict[str, dict[str, Any]]:
@@ -73,12 +69,12 @@ def run_spreads(runs: list[str]) -> dict[str, dict[str, Any]]:
             per_batch[(device, batch)].append(cv)
             counts[device] += len(values)
     for (device, batch), cvs in per_batch.items():
-        out[device].setdefault("step_cv_batch", {})[str(batch)] = _pooled(cvs)
+        out[device].setdefault("step_cv_batch", {})[str(batch)] = pooled_cv(cvs)
         out[device]["chunks"] = counts[device]
     for device in set(saves) | set(loads):
         cvs = [c for c in (_cv(saves[device]), _cv(loads[device])) if c is not None]
         if cvs:
-            out[device]["overhead_cv"] = _pooled(cvs)
+            out[device]["overhead_cv"] = pooled_cv(cvs)
             out[device]["overheads"] = len(saves[device]) + len(loads[device])
     return dict(out)
 
@@ -137,7 +133,7 @@ def write_spread(base: Path, runs: list[str], drift: list[Path], model: str, out
         m = measured.get(device, {})
         if "step_cv_batch" in m:
             row["step_cv_batch"] = {b: round(v, 4) for b, v in sorted(m["step_cv_batch"].items())}
-            row["step_cv"] = round(_pooled(list(m["step_cv_batch"].values())), 4)
+            row["step_cv"] = round(pooled_cv(list(m["step_cv_batch"].values())), 4)
         if "overhead_cv" in m:
             row["overhead_cv"] = round(m["overhead_cv"], 4)
         if device in drifts:
