@@ -175,12 +175,15 @@ def planner_section(out: Path, labels: list[str]) -> tuple[str, dict[str, Any]]:
                                                        sorted((out / "runs").glob(f"{label}-s*/fidelity.json")))
                       if f.get("decision_divergence")] for label in labels}
     causes = [d["divergence"]["cause"] for ds in parted.values() for d in ds if d["divergence"]]
+
+    def agreed(d: dict) -> str:
+        cal = d.get("calibration_seconds")  # compared before the replay took the run's seconds: absent
+        return (f"{d['agreed']}/{d['placing']['real']}" + (f" ({d['divergence']['cause']})" if d["divergence"] else "")
+                + ("" if cal is None else f" [calibration's seconds: {cal['agreed']}]"))
     if causes:  # item 2(b): every divergence named, none unexplained
-        text += ("\nDecisions of each run's replay, placing decisions as in the run before the first divergence "
-                 "(its cause): " + "; ".join(
-                     f"{label} " + ", ".join(f"{d['agreed']}/{d['placing']['real']}"
-                                             + (f" ({d['divergence']['cause']})" if d["divergence"] else "")
-                                             for d in ds) for label, ds in parted.items() if ds)
+        text += ("\nDecisions of each run's replay with the run's own seconds, placing decisions as in the run "
+                 "before the first divergence (its cause) [the same with the calibration's seconds]: " + "; ".join(
+                     f"{label} " + ", ".join(agreed(d) for d in ds) for label, ds in parted.items() if ds)
                  + f". Unexplained: {causes.count('unexplained')} of {len(causes)}.\n")
         data["divergence"] = parted
     pbt, rs = data.get("tune-default-plain"), data.get("random-search")
@@ -195,8 +198,47 @@ def planner_section(out: Path, labels: list[str]) -> tuple[str, dict[str, Any]]:
                  "can show): " + "; ".join(f"{d}: {v['batch_8_pct']:+.1f}% at batch 8, {v['mean_pct']:+.1f}% over "
                                            f"batch sizes 4-16" for d, v in drift.items()) + ".\n")
         data["drift"] = drift
+    load = load_section(out, labels)
+    if load:
+        text += load
     if (out / "learning-target.json").is_file():
         data["fixed"] = json.loads((out / "learning-target.json").read_text())
         text += (f"\nFixed before any judged run from {', '.join(data['fixed']['curve_runs'])}: target accuracy "
                  f"{data['fixed']['target_accuracy']}, budget {data['fixed']['budget_s']:g} s.\n")
     return text, data
+
+
+def load_section(out: Path, labels: list[str]) -> str:
+    """Real seconds per training iteration over the calibrated step time (each run's frozen
+    calibration), by how many other workers were training at the same time (the mean over the
+    chunk, rounded): on a host whose emulated devices share cores, what the calibration under load
+    (every other slot training) leaves out. A diagnostic, measured from the real events only."""
+    from hetune.sim.events import read_events
+    from hetune.sim.snapshot import load_snapshot
+
+    ratios: dict[tuple[str, int], list[float]] = {}
+    for label in labels:
+        for run in sorted((out / "runs").glob(f"{label}-s*")):
+            if not (run / "summary.json").is_file():
+                continue
+            inputs, _ = load_snapshot(run, None)
+            exp = inputs.experiment.experiment
+            step = inputs.calibration.step_time_fn(exp.model, exp.batch_size, inputs.cluster, "calibration")
+            events = read_events(run / "events.jsonl")
+            size = {e["worker"]: e["devices"] for e in events if e["kind"] == "worker_added"}  # cores (fused)
+            spans = [(e["t"] - e["duration_s"], e["t"] - e["eval_s"], e["worker"], e["device"],
+                      (e["duration_s"] - e["eval_s"]) / e["iterations"] / step(e["device"], size[e["worker"]]))
+                     for e in events if e["kind"] == "chunk" and e["iterations"]]
+            for a, b, w, device, ratio in spans:
+                overlap = sum(max(0.0, min(b, b2) - max(a, a2)) for a2, b2, w2, _, _ in spans if w2 != w)
+                others = overlap / max(b - a, 1e-9)
+                ratios.setdefault((device, round(others)), []).append(ratio)
+    if not ratios:
+        return ""
+    devices, counts = sorted({d for d, _ in ratios}), sorted({n for _, n in ratios})
+    rows = [f"| {d} | " + " | ".join(f"{statistics.median(ratios[(d, n)]):.2f} ({len(ratios[(d, n)])})"
+                                     if (d, n) in ratios else "" for n in counts) + " |" for d in devices]
+    return ("\nReal seconds per training iteration over the calibrated step time, by how many other workers "
+            "trained at the same time (median over chunks, chunks in brackets; the calibration timed every cell "
+            "with every other slot training):\n\n| device | " + " | ".join(f"{n} others" for n in counts)
+            + " |\n|---|" + "---:|" * len(counts) + "\n" + "\n".join(rows) + "\n")

@@ -17,11 +17,13 @@ from typing import Any
 
 import numpy as np
 
+from hetune.real.plain_divergence import run_plain_divergence
 from hetune.real.provenance import calibration_note
 from hetune.sim.engine import simulate
 from hetune.sim.errors import ConfigError
 from hetune.sim.events import read_events
 from hetune.sim.snapshot import code_version, inputs_hash, load_snapshot, version_note
+from hetune.sim.strategies import ray_native
 from hetune.sim.replay import ReplayPopulation
 from hetune.sim.results import prices
 from hetune.sim.summary import summarize
@@ -143,6 +145,8 @@ def compare(run_dir: Path, overrides: list[str] | None = None, seeds: int = SPRE
     if (run_dir / VIEWS_FILE).is_file():  # not for --plain runs (Ray's own PBT asks no strategy)
         out["strategy_replay"] = _strategy_replay(run_dir / VIEWS_FILE, inputs, strategy)
         out["decision_divergence"] = _divergence(run_dir, overrides)
+    elif strategy == ray_native():  # a --plain run: where Tune's own placements part (Ray's nodes an input)
+        out["decision_divergence"] = run_plain_divergence(run_dir, overrides)
     out.update(_spread(inputs, strategy, real, seeds))
     if inputs.experiment.faults.enabled or real["failures"]:
         out["faults"] = _fault_part(inputs, strategy, seed, real, sim)
@@ -209,13 +213,17 @@ def _fault_part(inputs: Any, strategy: str, seed: int, real: dict[str, Any], sim
 
 
 def _divergence(run_dir: Path, overrides: list[str] | None) -> dict[str, Any]:
-    """Where the replay's decisions part from the run's (real/divergence.py); its view log is scratch."""
+    """Where the replay's decisions part from the run's (real/divergence.py), with the run's own
+    seconds and, under ``calibration_seconds``, with the calibration's; its view logs are scratch."""
     import tempfile
 
     from hetune.real.divergence import run_divergence
 
     with tempfile.TemporaryDirectory(prefix="hetune-divergence-") as tmp:
-        return run_divergence(run_dir, Path(tmp) / "replay-views.jsonl", overrides)
+        got = run_divergence(run_dir, Path(tmp) / "replay-views.jsonl", overrides)
+        cal = run_divergence(run_dir, Path(tmp) / "replay-views-cal.jsonl", overrides, run_seconds=False)
+    got["calibration_seconds"] = {k: cal[k] for k in ("agreed", "divergence")}
+    return got
 
 
 def _strategy_replay(path: Path, inputs: Any, strategy: str) -> dict[str, Any]:
@@ -306,13 +314,22 @@ def format_fidelity(f: dict[str, Any]) -> str:
         dd = f["decision_divergence"]
         d = dd["divergence"]
         def said(worker: int, decision: Any) -> str:
-            verb = "restart" if decision != "retire" and decision["restart"] else "run"
-            what = "retire" if decision == "retire" else f"{verb} trial {decision['run']} for {decision['iterations']}"
-            return f"worker {worker}: {what}"
+            if decision == "retire":
+                return f"worker {worker}: retire"
+            verb = "restart" if decision.get("restart") else "run"
+            span = f" for {decision['iterations']}" if "iterations" in decision else ""  # a plain run's: none
+            return f"worker {worker}: {verb} trial {decision['run']}{span}"
         parted = "" if d is None else (f", then parted (real {said(*d['real'])}; replay {said(*d['sim'])}); "
                                        f"cause: {d['cause']}")
-        lines.append(f"decisions of the replay: {dd['agreed']} of {dd['placing']['real']} placing decisions as in "
-                     f"the run{parted}")
+        cal = dd.get("calibration_seconds")
+        also = "" if cal is None else (f"; with the calibration's seconds {cal['agreed']}"
+                                       + (f" ({cal['divergence']['cause']})" if cal["divergence"] else ""))
+        whose = " with the run's seconds" if cal else ""  # fidelity.json files before that replay lack it
+        what = "placing decisions"
+        if dd.get("placement") == "run":  # a --plain run: Tune's own placements, Ray's nodes given
+            whose, what = " with the run's seconds and Ray's nodes", "starts"
+        lines.append(f"decisions of the replay{whose}: "
+                     f"{dd['agreed']} of {dd['placing']['real']} {what} as in the run{parted}{also}")
     if "checkpoint_transfers" in f:
         x = f["checkpoint_transfers"]
         r, m = x["real"], x["sim"]

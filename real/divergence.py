@@ -2,13 +2,14 @@
 item 2b).
 
 The simulator replays the real run (sim/replay.py's ReplayPopulation: the run's own readings, its
-exploits with Ray's drawn donors and explored configs, its failures; the seconds are the
-simulator's) with a view log, so both engines' questions to the strategy are on record with what
-the strategy saw (sim/view_log.py). The two logs' placing decisions (run a trial, retire a worker;
-an "idle" answer places nothing, and Tune polls idle slots at every scheduling step where the
-simulator asks once per event) are walked in order to the first pair that differs. The two views
-that produced that pair are then compared, and the divergence is named by what differs, the
-first of CAUSES that applies:
+exploits with Ray's drawn donors and explored configs, its failures; by default the run's own
+seconds too, sim/recorded_seconds.py, so that a step time or overhead the calibration got wrong
+cannot be why they part, else the calibration's) with a view log, so both engines' questions to the
+strategy are on record with what the strategy saw (sim/view_log.py). The two logs' placing
+decisions (run a trial, retire a worker; an "idle" answer places nothing, and Tune polls idle slots
+at every scheduling step where the simulator asks once per event) are walked in order to the first
+pair that differs. The two views that produced that pair are then compared, and the divergence is
+named by what differs, the first of CAUSES that applies:
 
 - ``another worker asked``: the views agree but a different worker asked (Tune asks for idle slots
   at its own scheduling steps, in its own order);
@@ -101,16 +102,21 @@ def first_divergence(real_records: Sequence[dict[str, Any]],
     return None
 
 
-def run_divergence(run_dir: Path, out: Path | None = None, overrides: list[str] | None = None) -> dict[str, Any]:
+def run_divergence(run_dir: Path, out: Path | None = None, overrides: list[str] | None = None,
+                   run_seconds: bool = True) -> dict[str, Any]:
     """Replay the real run in ``run_dir`` in the simulator with a view log (written to ``out``, by
     default the run folder's ``replay-views.jsonl``) and find the first divergence of decisions.
 
-    Returns a dict: the run's strategy and seed, placing decisions in each engine, how many agreed
-    before the first divergence, and the divergence (None: none) with its cause and differences.
+    With ``run_seconds`` the replay takes the run's own seconds where it does what the run did
+    (sim/recorded_seconds.py), else the calibration's.
+
+    Returns a dict: the run's strategy and seed, whose seconds, placing decisions in each engine, how
+    many agreed before the first divergence, and the divergence (None: none) with its cause and differences.
     """
     from hetune.sim.engine import simulate
     from hetune.sim.errors import ConfigError
     from hetune.sim.events import read_events
+    from hetune.sim.recorded_seconds import RecordedSeconds
     from hetune.sim.replay import ReplayPopulation
     from hetune.sim.snapshot import load_snapshot
     from hetune.sim.view_log import VIEWS_FILE, ViewLog, read_view_log
@@ -126,12 +132,15 @@ def run_divergence(run_dir: Path, out: Path | None = None, overrides: list[str] 
         raise ConfigError(str(run_dir / VIEWS_FILE), "", str(exc)) from None
     sim_path = out or run_dir / "replay-views.jsonl"
     log = ViewLog(sim_path, strategy, str(header.get("mode", inputs.experiment.pbt.mode)), "sim")
-    simulate(inputs, inputs.make_strategy(strategy), seed, ReplayPopulation(read_events(run_dir / "events.jsonl"),
-                                                                           str(run_dir)), view_log=log)
+    events = read_events(run_dir / "events.jsonl")
+    seconds = RecordedSeconds(events) if run_seconds else None
+    simulate(inputs, inputs.make_strategy(strategy), seed, ReplayPopulation(events, str(run_dir)), view_log=log,
+             seconds=seconds)
     log.flush()
     _, sim_records = read_view_log(sim_path)
     d = first_divergence(real_records, sim_records)
-    return {"strategy": strategy, "seed": seed, "placing": {"real": len(placing(real_records)),
+    return {"strategy": strategy, "seed": seed, "seconds": "run" if run_seconds else "calibration",
+            "placing": {"real": len(placing(real_records)),
                                                             "sim": len(placing(sim_records))},
             "agreed": d.index if d else min(len(placing(real_records)), len(placing(sim_records))),
             "divergence": None if d is None else {"real": list(d.real), "sim": list(d.sim), "cause": d.cause,

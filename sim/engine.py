@@ -11,7 +11,7 @@ Timing charged per chunk (seconds, from the calibration of the worker's device t
   devices or cores like a step's compute, times ``eval_samples / 10,000``) when the chunk ends
   where the real trainable evaluates (a multiple of ``checkpoint_interval``, or the last iteration);
   both times the chunk's and the run's random factors where the calibration measured spreads, and
-  every overhead times its own (sim/timing_noise.py);
+  every overhead times its own (sim/timing_noise.py); a replay may take a run's own (recorded_seconds.py);
 - checkpoint save at the end of every chunk: ``save_s`` and the upload to a calibrated storage
   (chunks end at checkpoint boundaries, or earlier when a strategy asks for fewer iterations, and a
   trial may change worker after any chunk, so its state is always saved);
@@ -42,6 +42,7 @@ from hetune.sim.loader import RunInputs
 from hetune.sim.exploit import ExploitSteps
 from hetune.sim.faults import FaultSteps
 from hetune.sim.population import Clone, PopulationModel, SurrogatePopulation
+from hetune.sim.recorded_seconds import RecordedSeconds
 from hetune.sim.ranking import Ranking
 from hetune.sim.runnable import RunnableIndex
 from hetune.sim.state import Checkpoint, SimResult, SimulationError, Trial, Worker
@@ -59,17 +60,18 @@ class Simulation(ExploitSteps, FaultSteps):
         inputs: experiment, cluster and calibration.
         strategy: a fresh strategy instance (it holds per-run state).
         seed: seed of every random stream of the run.
-        population: accuracy and PBT-decision source (default: the learning-curve surrogate; a
-            ReplayPopulation re-times a recorded run).
+        population: accuracy and PBT decisions (default: the learning curves; a ReplayPopulation: a run's).
         hooks: consulted each time a trial moves to a worker of another speed.
         view_log: writes down every view the strategy is asked with, and its answers.
+        seconds: a recorded run's own seconds in place of the calibration's (sim/recorded_seconds.py).
 
     Node failures (the experiment's ``[faults]``, sim/faults.py) are replayed in surrogate runs;
     a replay of a recorded run keeps the recorded run's own failures instead.
     """
 
     def __init__(self, inputs: RunInputs, strategy: Strategy, seed: int, population: PopulationModel | None = None,
-                 hooks: Sequence[MoveHook] = (), view_log: ViewLog | None = None) -> None:
+                 hooks: Sequence[MoveHook] = (), view_log: ViewLog | None = None,
+                 seconds: RecordedSeconds | None = None) -> None:
         exp = inputs.experiment
         self.asker = view_log or DIRECT  # every question to the strategy goes through it (sim/view_log.py)
         self.inputs = inputs
@@ -88,8 +90,7 @@ class Simulation(ExploitSteps, FaultSteps):
         root = np.random.SeedSequence(seed)
         trial_seqs = root.spawn(self.population)
         self.pbt_rng = np.random.default_rng(root.spawn(1)[0])
-        # timing noise has streams of its own, spawned after the others (sim/timing_noise.py)
-        self.noise = TimingNoise(root, self.info.batch_size)
+        self.noise = TimingNoise(root, self.info.batch_size).under(seconds)  # own streams, after the others
         self.trials: list[Trial] = []
         for i, ss in enumerate(trial_seqs):
             rng = np.random.default_rng(ss)
@@ -271,15 +272,15 @@ class Simulation(ExploitSteps, FaultSteps):
             return
         if t.resident is not None:  # held in memory by another, idle worker: release it
             t.resident.resident = None
-        f = self.noise.overhead(dm)
         if not t.started:
-            yield self.env.timeout(dm.start_overhead_s * f)
+            start_s = self.noise.start_s(t, dm)
+            yield self.env.timeout(start_s)
             self._started(t)
             t.started = True
-            self._emit("trial_start", t, w, config=dict(t.config), duration_s=dm.start_overhead_s * f)
+            self._emit("trial_start", t, w, config=dict(t.config), duration_s=start_s)
         else:
             assert t.ckpt is not None
-            copy_s, restart_s, load_s = self._copy_s(dm, t.ckpt.node, w.node), dm.restart_s * f, dm.load_s * f
+            restart_s, copy_s, load_s = self.noise.restore_s(t, dm, self._copy_s(dm, t.ckpt.node, w.node))
             dur = restart_s + copy_s + load_s
             if self.strategy.asks_when_started:  # it is up after restart_s, then restores
                 yield self.env.timeout(restart_s)
@@ -304,9 +305,8 @@ class Simulation(ExploitSteps, FaultSteps):
         k = min(wanted, ci - (t.iteration % ci), self.stop_iterations - t.iteration, self._to_time_point(t, w))
         evaluates = (t.iteration + k) % ci == 0 or t.iteration + k >= self.stop_iterations
         eval_s = self.eval_s(dm, w) if evaluates else 0.0
-        noise = self.noise.compute(w.device, dm)  # chunk to chunk and run to run (sim/timing_noise.py)
-        eval_s *= noise
-        dur = k * w.step_time_s * t.step_factor * noise + eval_s
+        train_s, eval_s = self.noise.chunk_s(t, w.device, dm, k, k * w.step_time_s * t.step_factor, eval_s)
+        dur = train_s + eval_s
         w.inflight = (self.env.now, w.step_time_s * t.step_factor, k)
         yield self.env.timeout(dur)
         w.inflight = None
@@ -325,7 +325,7 @@ class Simulation(ExploitSteps, FaultSteps):
             return
         # Every chunk end saves: the strategy may move the trial to another worker next.
         up = {} if self.storage is None else {"upload_s": self.storage.upload_s(dm.checkpoint_mb)}
-        save_s = dm.save_s * self.noise.overhead(dm) + up.get("upload_s", 0.0)
+        save_s = self.noise.save_s(t, dm, up.get("upload_s", 0.0))
         yield self.env.timeout(save_s)
         t.ckpt = Checkpoint(t.iteration, t.progress, dict(t.config), w.node, t.accuracy, t.time_total_s)
         self._emit("checkpoint", t, w, duration_s=save_s, **up)
@@ -376,7 +376,8 @@ class Simulation(ExploitSteps, FaultSteps):
 
 
 def simulate(inputs: RunInputs, strategy: Strategy, seed: int, population: PopulationModel | None = None,
-             hooks: Sequence[MoveHook] = (), view_log: ViewLog | None = None) -> SimResult:
+             hooks: Sequence[MoveHook] = (), view_log: ViewLog | None = None,
+             seconds: RecordedSeconds | None = None) -> SimResult:
     """Simulate one run.
 
     Args:
@@ -386,8 +387,9 @@ def simulate(inputs: RunInputs, strategy: Strategy, seed: int, population: Popul
         population: accuracy and PBT-decision source (default: the learning-curve surrogate).
         hooks: consulted each time a trial moves to a worker of another speed (e.g. adaptation).
         view_log: writes down every view the strategy is asked with, and its answers (flushed at the end).
+        seconds: a recorded run's own seconds in place of the calibration's (a replay, real/divergence.py).
     """
-    sim = Simulation(inputs, strategy, seed, population, hooks, view_log)
+    sim = Simulation(inputs, strategy, seed, population, hooks, view_log, seconds)
     try:
         return sim.run()
     except LearningModelFailed as exc:  # the caller keeps what happened before (events.partial.jsonl)

@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
+    from hetune.sim.recorded_seconds import RecordedSeconds
+    from hetune.sim.state import Trial
     from hetune.sim.throughput import DeviceModel
 
 
@@ -49,6 +51,10 @@ class TimingNoise:
         self.drift_rng = np.random.default_rng(root.spawn(1)[0])
         self._drift: dict[str, float] = {}
 
+    def under(self, seconds: RecordedSeconds | None) -> TimingNoise | RecordedSeconds:
+        """``seconds`` (a recorded run's), with these factors where it has none; or these factors alone."""
+        return self if seconds is None else seconds.over(self)
+
     def step_cv(self, dm: DeviceModel) -> float:
         """The chunk spread at this run's batch size: measured there, or pooled over batch sizes."""
         return dm.step_cv_batch.get(str(self.batch), dm.step_cv)
@@ -66,3 +72,24 @@ class TimingNoise:
     def overhead(self, dm: DeviceModel) -> float:
         """The factor on one start, restart, restore or save."""
         return lognormal_factor(self.overhead_rng, dm.overhead_cv)
+
+    # The engine's seconds, each from its nominal value (sim/recorded_seconds.py answers the same
+    # questions with a recorded run's own seconds). ``trial`` is unused here.
+    def start_s(self, trial: Trial, dm: DeviceModel) -> float:
+        """Seconds of a trial's first start."""
+        return dm.start_overhead_s * self.overhead(dm)
+
+    def restore_s(self, trial: Trial, dm: DeviceModel, copy_s: float) -> tuple[float, float, float]:
+        """Seconds of a restart from a checkpoint: (restart, copy, load); ``copy_s`` is the nominal copy."""
+        f = self.overhead(dm)
+        return dm.restart_s * f, copy_s, dm.load_s * f
+
+    def chunk_s(self, trial: Trial, device: str, dm: DeviceModel, iterations: int, train_s: float,
+                eval_s: float) -> tuple[float, float]:
+        """Seconds of one chunk's training and evaluation, from their nominal seconds."""
+        f = self.compute(device, dm)
+        return train_s * f, eval_s * f
+
+    def save_s(self, trial: Trial, dm: DeviceModel, upload_s: float) -> float:
+        """Seconds of one checkpoint save and its upload to storage (``upload_s``, not varied)."""
+        return dm.save_s * self.overhead(dm) + upload_s
