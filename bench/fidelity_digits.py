@@ -188,9 +188,11 @@ def planner_section(out: Path, labels: list[str]) -> tuple[str, dict[str, Any]]:
         data["divergence"] = parted
     pbt, rs = data.get("tune-default-plain"), data.get("random-search")
     if pbt and rs:  # a finding, not a target
+        def secs(v: float | None) -> str:
+            return "never" if v is None else f"{v:.0f} s"
         text += (f"\nReal PBT (Ray's own) against real random search, medians over seeds: best accuracy at the budget "
-                 f"{pbt['best_real']} against {rs['best_real']}; time to target {pbt['ttt_real_s'] or 'never'} s "
-                 f"({pbt['ttt_reached_real']}/{pbt['runs']} reached) against {rs['ttt_real_s'] or 'never'} s "
+                 f"{pbt['best_real']:.3f} against {rs['best_real']:.3f}; time to target {secs(pbt['ttt_real_s'])} "
+                 f"({pbt['ttt_reached_real']}/{pbt['runs']} reached) against {secs(rs['ttt_real_s'])} "
                  f"({rs['ttt_reached_real']}/{rs['runs']}).\n")
     if (out / "drift.json").is_file():
         drift = json.loads((out / "drift.json").read_text())
@@ -240,5 +242,5 @@ def load_section(out: Path, labels: list[str]) -> str:
                                      if (d, n) in ratios else "" for n in counts) + " |" for d in devices]
     return ("\nReal seconds per training iteration over the calibrated step time, by how many other workers "
             "trained at the same time (median over chunks, chunks in brackets; the calibration timed every cell "
-            "with every other slot training):\n\n| device | " + " | ".join(f"{n} others" for n in counts)
+            "with every other slot training):\n\n| device | " + " | ".join(f"{n} other{'s' * (n != 1)}" for n in counts)
             + " |\n|---|" + "---:|" * len(counts) + "\n" + "\n".join(rows) + "\n")

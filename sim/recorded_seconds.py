@@ -52,7 +52,9 @@ class RecordedSeconds:
         free: dict[int, float] = defaultdict(float)  # worker -> when it last let a trial go, s
         chunk_end: dict[int, float] = {}
         for e in events:
-            t, kind = e.get("trial"), e["kind"]
+            if e.get("trial") is None:  # a worker's event: nothing of a trial's
+                continue
+            t, kind = int(e["trial"]), e["kind"]
             if kind == "decision" and e.get("action") == "run":
                 placed[t] = float(e["t"])
             elif kind in ("pause", "stop", "checkpoint") and e.get("worker") is not None:
