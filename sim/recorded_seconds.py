@@ -51,6 +51,7 @@ class RecordedSeconds:
         placed: dict[int, float] = {}  # trial -> time of the decision that placed it, s
         free: dict[int, float] = defaultdict(float)  # worker -> when it last let a trial go, s
         chunk_end: dict[int, float] = {}
+        restores_at: dict[int, int] = {}  # trial -> the iteration its next restart restores (Tune's own field lags)
         for e in events:
             if e.get("trial") is None:  # a worker's event: nothing of a trial's
                 continue
@@ -63,14 +64,18 @@ class RecordedSeconds:
                 copy_s, load_s = float(e.get("copy_s") or 0.0), float(e.get("load_s") or 0.0)
                 # a plain run records no decisions: from when its worker let the last trial go
                 total = float(e["t"]) - (placed.pop(t) if t in placed else free[int(e["worker"])])
-                # the event names the first iteration it will run; the engine asks at the one before
-                self.brings[(t, int(e["iteration"]) - 1)].append((max(total - copy_s - load_s, 0.0), copy_s, load_s))
+                at = 0 if kind == "trial_start" else restores_at.get(t, 0)  # where the engine asks
+                self.brings[(t, at)].append((max(total - copy_s - load_s, 0.0), copy_s, load_s))
             elif kind == "chunk" and int(e.get("iterations") or 0) > 0:
                 k, eval_s = int(e["iterations"]), float(e.get("eval_s") or 0.0)
                 self.chunks[t].append([k, max(float(e["duration_s"]) - eval_s, 0.0) / k, eval_s])
                 chunk_end[t] = float(e["t"])
             elif kind == "checkpoint" and t in chunk_end:
                 self.saves[(t, int(e["iteration"]))].append(float(e["t"]) - chunk_end.pop(t))
+            if kind == "checkpoint":
+                restores_at[t] = int(e["iteration"])
+            elif kind == "exploit":  # it restarts from its donor's checkpoint
+                restores_at[t] = int(e["donor_iteration"])
         self.fallback: TimingNoise | None = None
         self.used = {"recorded": 0, "calibrated": 0}  # questions answered from the record, and not
 

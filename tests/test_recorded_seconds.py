@@ -48,6 +48,16 @@ def test_starts_restores_and_saves_take_the_run_s_seconds_at_their_iteration():
     assert s.save_s(trial(0, 20), DM, 9.0) == pytest.approx(9.5)
     assert s.start_s(trial(1, 0), DM) == pytest.approx(3.0)
     assert s.used == {"recorded": 3, "calibrated": 3}
+    # Tune's iteration on a start event may lag (0 or 1 for a first start): the record goes by what
+    # the trial restores, its last checkpoint or its donor's
+    lagging = [make_event(0.5, "decision", trial=0, iteration=0, worker=0, action="run", iterations=10, restart=False),
+               make_event(9.5, "trial_start", trial=0, iteration=0, worker=0, config={}, duration_s=0.01),
+               make_event(20.0, "exploit", trial=0, iteration=10, worker=0, donor=1, donor_iteration=30),
+               make_event(21.0, "decision", trial=0, iteration=10, worker=0, action="run", iterations=10, restart=True),
+               make_event(25.0, "resume", trial=0, iteration=10, worker=0, duration_s=1.0, load_s=1.0, copy_s=0.0)]
+    s = RecordedSeconds(lagging).over(TimingNoise(np.random.SeedSequence(0), 8))
+    assert s.start_s(trial(0, 0), DM) == pytest.approx(9.0)
+    assert s.restore_s(trial(0, 30), DM, 0.0) == pytest.approx((3.0, 0.0, 1.0))
 
 
 def test_chunks_take_the_run_s_seconds_per_iteration_however_the_replay_splits_them():
