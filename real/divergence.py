@@ -94,12 +94,29 @@ def first_divergence(real_records: Sequence[dict[str, Any]],
         if r["worker"] == s["worker"] and r["decision"] == s["decision"]:
             continue
         diff = differences(r, s)
-        if "another worker asked" in diff and len(diff) == 1:
-            cause = "another worker asked"
-        else:
-            cause = next((c for c in CAUSES[1:-1] if c in diff), "unexplained")
-        return Divergence(i, (r["worker"], r["decision"]), (s["worker"], s["decision"]), cause, diff)
+        return Divergence(i, (r["worker"], r["decision"]), (s["worker"], s["decision"]), cause_of(diff), diff)
     return None
+
+
+def cause_of(diff: dict[str, list[int]]) -> str:
+    """The cause named for a divergence with these differences: another worker only when nothing
+    else differs, else the first of CAUSES that applies, else unexplained."""
+    if "another worker asked" in diff and len(diff) == 1:
+        return "another worker asked"
+    return next((c for c in CAUSES[1:-1] if c in diff), "unexplained")
+
+
+def replay_run(run_dir: Path, inputs: Any, strategy: Any, events: list[dict[str, Any]], run_seconds: bool = True,
+               view_log: Any = None) -> list[dict[str, Any]]:
+    """The simulator's replay of the recorded run in ``run_dir`` (its readings, exploits, draws and
+    failures; its own seconds with ``run_seconds``) under ``strategy``: the replay's events."""
+    from hetune.sim.engine import simulate
+    from hetune.sim.recorded_seconds import RecordedSeconds
+    from hetune.sim.replay import ReplayPopulation
+
+    seed = inputs.experiment.experiment.seed
+    return simulate(inputs, strategy, seed, ReplayPopulation(events, str(run_dir)), view_log=view_log,
+                    seconds=RecordedSeconds(events) if run_seconds else None).events
 
 
 def run_divergence(run_dir: Path, out: Path | None = None, overrides: list[str] | None = None,
@@ -113,11 +130,8 @@ def run_divergence(run_dir: Path, out: Path | None = None, overrides: list[str] 
     Returns a dict: the run's strategy and seed, whose seconds, placing decisions in each engine, how
     many agreed before the first divergence, and the divergence (None: none) with its cause and differences.
     """
-    from hetune.sim.engine import simulate
     from hetune.sim.errors import ConfigError
     from hetune.sim.events import read_events
-    from hetune.sim.recorded_seconds import RecordedSeconds
-    from hetune.sim.replay import ReplayPopulation
     from hetune.sim.snapshot import load_snapshot
     from hetune.sim.view_log import VIEWS_FILE, ViewLog, read_view_log
 
@@ -132,16 +146,13 @@ def run_divergence(run_dir: Path, out: Path | None = None, overrides: list[str] 
         raise ConfigError(str(run_dir / VIEWS_FILE), "", str(exc)) from None
     sim_path = out or run_dir / "replay-views.jsonl"
     log = ViewLog(sim_path, strategy, str(header.get("mode", inputs.experiment.pbt.mode)), "sim")
-    events = read_events(run_dir / "events.jsonl")
-    seconds = RecordedSeconds(events) if run_seconds else None
-    simulate(inputs, inputs.make_strategy(strategy), seed, ReplayPopulation(events, str(run_dir)), view_log=log,
-             seconds=seconds)
+    replay_run(run_dir, inputs, inputs.make_strategy(strategy), read_events(run_dir / "events.jsonl"), run_seconds,
+               log)
     log.flush()
     _, sim_records = read_view_log(sim_path)
     d = first_divergence(real_records, sim_records)
     return {"strategy": strategy, "seed": seed, "seconds": "run" if run_seconds else "calibration",
-            "placing": {"real": len(placing(real_records)),
-                                                            "sim": len(placing(sim_records))},
+            "placing": {"real": len(placing(real_records)), "sim": len(placing(sim_records))},
             "agreed": d.index if d else min(len(placing(real_records)), len(placing(sim_records))),
             "divergence": None if d is None else {"real": list(d.real), "sim": list(d.sim), "cause": d.cause,
                                                   "differences": d.differences}}

@@ -18,7 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
-from hetune.real.divergence import CAUSES
+from hetune.real.divergence import cause_of, replay_run
 
 STARTS = ("trial_start", "resume")
 
@@ -64,12 +64,8 @@ def first_plain_divergence(real: Sequence[dict[str, Any]], sim: Sequence[dict[st
                 diff[cause] = ids
         if rt == st:
             diff["another worker asked"] = sorted({rw, sw})
-        if "another worker asked" in diff and len(diff) == 1:
-            cause = "another worker asked"
-        else:
-            cause = next((c for c in CAUSES[1:-1] if c in diff), "unexplained")
-        return {"agreed": n, "divergence": {"real": [rw, {"run": rt}], "sim": [sw, {"run": st}], "cause": cause,
-                                            "differences": diff}}
+        return {"agreed": n, "divergence": {"real": [rw, {"run": rt}], "sim": [sw, {"run": st}],
+                                            "cause": cause_of(diff), "differences": diff}}
     return {"agreed": min(len(rp), len(sp)), "divergence": None}
 
 
@@ -79,18 +75,14 @@ def run_plain_divergence(run_dir: Path, overrides: list[str] | None = None) -> d
     Returns a dict like real/divergence.py's run_divergence: strategy, seed, ``seconds`` and
     ``placement`` ("run"), placements in each engine, how many agreed, and the divergence.
     """
-    from hetune.sim.engine import simulate
     from hetune.sim.events import read_events
     from hetune.sim.recorded_placement import RecordedPlacement
-    from hetune.sim.recorded_seconds import RecordedSeconds
-    from hetune.sim.replay import ReplayPopulation
     from hetune.sim.snapshot import load_snapshot
 
     inputs, _ = load_snapshot(run_dir, overrides)
     strategy, seed = inputs.experiment.strategy.name, inputs.experiment.experiment.seed
     events = read_events(run_dir / "events.jsonl")
-    placed = RecordedPlacement(inputs.make_strategy(strategy), events)
-    sim = simulate(inputs, placed, seed, ReplayPopulation(events, str(run_dir)), seconds=RecordedSeconds(events)).events
+    sim = replay_run(run_dir, inputs, RecordedPlacement(inputs.make_strategy(strategy), events), events)
     got = first_plain_divergence(events, sim)
     return {"strategy": strategy, "seed": seed, "seconds": "run", "placement": "run",
             "placing": {"real": len(placements(events)), "sim": len(placements(sim))}, **got}

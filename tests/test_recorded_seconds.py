@@ -77,14 +77,11 @@ def test_a_replay_with_the_run_s_seconds_times_its_first_chunks_as_the_run(tmp_p
     got = run_divergence(run, tmp_path / "views.jsonl")
     assert got["seconds"] == "run" and got["placing"]["real"] == 25
     real = read_events(run / "events.jsonl")
-    from hetune.sim.engine import simulate
-    from hetune.sim.replay import ReplayPopulation
+    from hetune.real.divergence import replay_run
     from hetune.sim.snapshot import load_snapshot
 
     inputs, _ = load_snapshot(run, None)
-    strategy, seed = inputs.experiment.strategy.name, inputs.experiment.experiment.seed
-    sim = simulate(inputs, inputs.make_strategy(strategy), seed, ReplayPopulation(real, str(run)),
-                   seconds=RecordedSeconds(real)).events
+    sim = replay_run(run, inputs, inputs.make_strategy(inputs.experiment.strategy.name), real)
     for tid in sorted({e["trial"] for e in real if e["kind"] == "chunk"}):
         first_real = next(e for e in real if e["kind"] == "chunk" and e["trial"] == tid)
         first_sim = next(e for e in sim if e["kind"] == "chunk" and e["trial"] == tid)
