@@ -73,7 +73,7 @@ def build_file(samples: list[Sample], extras: dict[tuple[str, str], dict[str, fl
     Args:
         samples: all samples (failed ones are kept for the record).
         extras: per (model, device): eval_s, checkpoint_mb, save_s, load_s, start_overhead_s,
-            reference_cores, parallel_fraction (medians of the measured cells).
+            reference_cores, parallel_fraction (medians of the measured cells), parallel_fraction_batch.
         provenance: provenance table.
         base: an existing calibration file's data whose models are kept unless re-measured (--merge).
     """

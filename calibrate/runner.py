@@ -282,12 +282,10 @@ def _repeat_spread(samples: list[Sample]) -> list[dict[str, Any]]:
 
 def _scaling_cells(cluster: ClusterConfig, targets: list[DeviceTarget],
                    req: CalibrateRequest) -> list[tuple[DeviceTarget, str, int, int, bool, str]]:
-    """Cells that time a CPU type at other thread counts (1, and the most cores one of its nodes has),
-    at every batch size asked for: Amdahl's parallel fraction is fitted from them, never assumed,
-    wherever a strategy could give a worker more or fewer cores than the default. Every batch size,
-    because threads pay off less on small batches (the fidelity benchmark's fused 2-core worker:
-    1.9x at batch 16, 1.2x at batch 8) and the experiment's batch is one of those asked for.
-    Sample device: "<type>@<threads>"."""
+    """Cells timing a CPU type at other thread counts (1, and the most cores one of its nodes has) at
+    every batch size asked for, wherever a strategy could give a worker other core counts: Amdahl's
+    parallel fraction is fitted per batch size from them (threads pay off less on small batches: 1.9x
+    at batch 16, 1.2x at batch 8 on the build host). Sample device: "<type>@<threads>"."""
     out: list[Any] = []
     for t in targets:
         if t.kind != DeviceKind.CPU:
@@ -299,15 +297,21 @@ def _scaling_cells(cluster: ClusterConfig, targets: list[DeviceTarget],
     return out
 
 
-def _parallel_fraction(samples: list[Sample], model: str, device: str, ref_cores: int) -> float | None:
-    """Median Amdahl parallel fraction from the "<device>@<threads>" cells against the device's own fit."""
+def parallel_fractions(samples: list[Sample], model: str, device: str, ref_cores: int
+                       ) -> tuple[float, dict[str, float]] | None:
+    """Amdahl parallel fractions from the "<device>@<threads>" cells against the device's own fit:
+    (median over every cell, median per batch size timed, keyed by the batch as a string)."""
     fits = fit_cells(s for s in samples if s.device == device and s.model == model)
     if (model, device) not in fits:
         return None
     fit = fits[(model, device)][0]
-    ps = [amdahl_parallel_fraction(fit.predict(s.batch), ref_cores, s.step_time_s, int(s.device.split("@")[1]))
-          for s in samples if s.ok and s.model == model and s.device.startswith(f"{device}@")]
-    return statistics.median(ps) if ps else None
+    by_batch: dict[int, list[float]] = {}
+    for s in samples:
+        if s.ok and s.model == model and s.device.startswith(f"{device}@"):
+            p = amdahl_parallel_fraction(fit.predict(s.batch), ref_cores, s.step_time_s, int(s.device.split("@")[1]))
+            by_batch.setdefault(s.batch, []).append(p)
+    return (statistics.median([p for ps in by_batch.values() for p in ps]),
+            {str(b): round(statistics.median(ps), 4) for b, ps in sorted(by_batch.items())}) if by_batch else None
 
 
 def _load(req: CalibrateRequest, ray: Any, cluster: ClusterConfig, t: DeviceTarget, model: str, batch: int) -> Any:
@@ -374,10 +378,13 @@ def _write(req: CalibrateRequest, samples: list[Sample], extras_raw: dict[tuple[
         ex.update((overheads or {}).get(key, {}))  # what a Tune trial pays, measured through Tune
         if rows[0]["kind"] == DeviceKind.CPU:
             ex["reference_cores"] = int(rows[0]["cores"])
-            p = _parallel_fraction(samples, model, device, ex["reference_cores"])
-            if p is None:  # no node of this type has other core counts: no worker ever uses them
+            fractions = parallel_fractions(samples, model, device, ex["reference_cores"])
+            if fractions is None:  # no node of this type has other core counts: no worker ever uses them
                 p = base_models.get(model, {}).get(device, {}).get("parallel_fraction", DEFAULT_PARALLEL_FRACTION)
-            ex["parallel_fraction"] = round(p, 4)
+                fractions = (p, {})
+            ex["parallel_fraction"] = round(fractions[0], 4)
+            if fractions[1]:  # per batch size timed: threads share a small step worse than a large one
+                ex["parallel_fraction_batch"] = fractions[1]
         extras[key] = ex
     prov = dict(provenance, devices={d: n for d, n in sorted(device_names.items())})
     data, warnings = build_file(samples, extras, prov, base)

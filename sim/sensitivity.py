@@ -68,6 +68,7 @@ def perturb(inputs: RunInputs, f: dict[str, Any]) -> RunInputs:
                 eval_s=dm.eval_s * oh, save_s=dm.save_s * oh, load_s=dm.load_s * oh,
                 start_overhead_s=dm.start_overhead_s * oh, resume_s=dm.resume_s * oh,
                 parallel_fraction=dm.parallel_fraction * s,
+                parallel_fraction_batch={b: v * s for b, v in dm.parallel_fraction_batch.items()},
                 speedup={n: 1.0 + (v - 1.0) * s for n, v in dm.speedup.items()})
     devices = {d: dataclasses.replace(t, link_gbps=t.link_gbps * s) for d, t in inputs.cluster.devices.items()}
 

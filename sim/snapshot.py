@@ -70,13 +70,15 @@ def inputs_hash(inputs: RunInputs) -> str:
     exp.get("experiment", {}).pop("seed", None)
     # Fields added after runs were committed hash as before where they hold their defaults, so that
     # those runs keep their inputs_hash: learning.path (always "" once loaded: the loader inlines the
-    # file it names) and a device model's spreads at their defaults (none measured).
+    # file it names) and a device model's spreads and per-batch parallel fractions at their defaults
+    # (none measured).
     if exp.get("learning", {}).get("path") == "":
         exp["learning"].pop("path")
     calibration = to_mapping(inputs.calibration)
     for rows in calibration.get("models", {}).values():
         for row in rows.values():
-            for key, default in (("step_cv", 0.0), ("overhead_cv", 0.0), ("drift_cv", 0.0), ("step_cv_batch", {})):
+            for key, default in (("step_cv", 0.0), ("overhead_cv", 0.0), ("drift_cv", 0.0), ("step_cv_batch", {}),
+                                 ("parallel_fraction_batch", {})):
                 if row.get(key) == default:
                     row.pop(key)
     data = {"experiment": exp, "cluster": to_mapping(inputs.cluster), "calibration": calibration}

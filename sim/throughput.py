@@ -18,7 +18,10 @@ CPU types, ``n`` cores: Amdahl's law around the core count alpha and beta were m
 
     step_time_s(B, n) = (alpha_s + beta_s_per_sample * B) * ((1 - p) + p * reference_cores / n)
 
-which never speeds up more than linearly in ``n`` for ``p`` in [0, 1].
+which never speeds up more than linearly in ``n`` for ``p`` in [0, 1]. ``p`` is
+``parallel_fraction_batch``'s entry at the batch where that batch's threads were timed (how well
+threads share a step depends on its size: on the 2-core build host two threads gained 1.5x at batch
+4 and 1.2x at batch 8), else the median ``parallel_fraction``.
 
 Every row records the network it was measured on (``stem``: ResNet with the CIFAR 3x3 stem, or
 torchvision's ImageNet stem): the two differ some 15x in work per 32x32 image, so a row of one
@@ -63,7 +66,10 @@ class DeviceModel:
         speedup: GPU types: measured strong-scaling speedup at ``speedup_batch`` by GPU count ("2", "4", ...).
         speedup_batch: the global batch the speedup was measured at, samples.
         reference_cores: CPU types: the core count alpha and beta were measured with.
-        parallel_fraction: CPU types: Amdahl parallel fraction in [0, 1].
+        parallel_fraction: CPU types: Amdahl parallel fraction in [0, 1] (median over the batch sizes
+            timed; evaluation and batch sizes not timed use it).
+        parallel_fraction_batch: CPU types: the fraction per batch size where threads were timed
+            (keys: batch sizes as strings); a training step at a batch listed here uses it.
         r2: goodness of the alpha/beta fit (1 = perfect), when fitted.
         source: "measured", "published" or "fitted".
         step_cv: relative standard deviation of a chunk's seconds (training and evaluation) from
@@ -94,6 +100,7 @@ class DeviceModel:
     speedup_batch: int = 0
     reference_cores: int = 1
     parallel_fraction: float = 1.0
+    parallel_fraction_batch: dict[str, float] = field(default_factory=dict)
     r2: float = 1.0
     source: Literal["measured", "published", "fitted"] = "fitted"
     step_cv: float = 0.0
@@ -117,8 +124,14 @@ class DeviceModel:
                 yield name, f"must be >= 0, got {getattr(self, name)}"
         if self.alpha_s == 0 and self.beta_s_per_sample == 0:
             yield "beta_s_per_sample", "alpha_s and beta_s_per_sample cannot both be 0"
-        if not 0 <= self.parallel_fraction <= 1:
-            yield "parallel_fraction", f"must be in [0, 1], got {self.parallel_fraction}"
+        fractions = {"parallel_fraction": self.parallel_fraction,
+                     **{f"parallel_fraction_batch.{k}": v for k, v in sorted(self.parallel_fraction_batch.items())}}
+        for name, p in fractions.items():
+            if not 0 <= p <= 1:
+                yield name, f"must be in [0, 1], got {p}"
+        for key in sorted(self.parallel_fraction_batch):
+            if not (key.isdigit() and int(key) >= 1):
+                yield f"parallel_fraction_batch.{key}", "keys are batch sizes >= 1"
         if self.reference_cores < 1:
             yield "reference_cores", f"must be >= 1, got {self.reference_cores}"
         if self.speedup and self.speedup_batch < 1:
@@ -141,7 +154,7 @@ class DeviceModel:
             link_gbps: the node's GPU interconnect, Gb/s (0 = no communication term).
         """
         if kind == DeviceKind.CPU:
-            return (self.alpha_s + self.beta_s_per_sample * batch) * self.cpu_factor(devices)
+            return (self.alpha_s + self.beta_s_per_sample * batch) * self.cpu_factor(devices, batch)
         return self.alpha_s + self.beta_s_per_sample * batch / devices + self.allreduce_s(devices, link_gbps)
 
     def eval_time_s(self, devices: int, kind: DeviceKind) -> float:
@@ -156,9 +169,10 @@ class DeviceModel:
             return self.eval_s * self.cpu_factor(devices)
         return self.eval_s / max(devices, 1)
 
-    def cpu_factor(self, cores: int) -> float:
-        """Amdahl's law: a CPU type's time on ``cores`` cores over its time on ``reference_cores``."""
-        p = self.parallel_fraction
+    def cpu_factor(self, cores: int, batch: int = 0) -> float:
+        """Amdahl's law: a CPU type's time on ``cores`` cores over its time on ``reference_cores``,
+        with the fraction timed at ``batch`` samples where there is one (0: the median fraction)."""
+        p = self.parallel_fraction_batch.get(str(batch), self.parallel_fraction)
         return (1.0 - p) + p * self.reference_cores / cores
 
     @property

@@ -130,7 +130,7 @@ def test_bad_input_gets_one_clear_line(tmp_path, capsys, args, needle):
 def test_cpu_types_are_timed_at_other_thread_counts_and_amdahl_is_fitted_from_them(tmp_path):
     """A node of 4 cores carved into 1-core workers could run a fused 4-core worker: calibrate times
     1 and 4 threads, and the parallel fraction comes from those cells, not from an assumption."""
-    from hetune.calibrate.runner import _parallel_fraction, _scaling_cells
+    from hetune.calibrate.runner import parallel_fractions, _scaling_cells
     from hetune.real.discovery import DeviceTarget
     from hetune.sim.throughput import Sample
 
@@ -146,8 +146,12 @@ def test_cpu_types_are_timed_at_other_thread_counts_and_amdahl_is_fitted_from_th
     # step time 1.0 s at batch 16 on 1 core; 0.4 s on 4 cores: (1 - p) + p / 4 = 0.4 -> p = 0.8
     samples = [Sample("resnet18", "cpu-fast", 8, 0.5), Sample("resnet18", "cpu-fast", 16, 1.0),
                Sample("resnet18", "cpu-fast@4", 16, 0.4)]
-    assert _parallel_fraction(samples, "resnet18", "cpu-fast", 1) == pytest.approx(0.8)
-    assert _parallel_fraction(samples, "resnet18", "cpu-slow", 1) is None
+    assert parallel_fractions(samples, "resnet18", "cpu-fast", 1) == (pytest.approx(0.8), {"16": pytest.approx(0.8)})
+    assert parallel_fractions(samples, "resnet18", "cpu-slow", 1) is None
+    # timed at two batch sizes: each keeps its own fraction (0.25 s at batch 8 -> p = 0.667), the median
+    # of all cells is the fallback for batch sizes and evaluations not timed
+    p, by_batch = parallel_fractions(samples + [Sample("resnet18", "cpu-fast@4", 8, 0.25)], "resnet18", "cpu-fast", 1)
+    assert by_batch == {"8": pytest.approx(0.6667), "16": pytest.approx(0.8)} and p == pytest.approx((0.8 + 2 / 3) / 2)
 
 
 def test_under_load_the_other_slots_of_the_emulated_cluster_train():

@@ -3,6 +3,8 @@ than n times one device's speed or beats the no-communication bound; rows of ano
 
 from __future__ import annotations
 
+import dataclasses
+
 import tomli_w
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -165,6 +167,14 @@ def test_evaluation_is_charged_like_the_rest_of_the_work_on_each_worker():
     assert cpu.eval_time_s(2, DeviceKind.CPU) == 40.0
     assert cpu.eval_time_s(8, DeviceKind.CPU) == pytest.approx(40.0 * 0.4)
     assert cpu.eval_time_s(1, DeviceKind.CPU) == pytest.approx(40.0 * 1.8)
+    # threads timed at batch 8 gained less: a step at batch 8 uses that fraction, evaluation the median
+    timed = dataclasses.replace(cpu, parallel_fraction_batch={"8": 0.2})
+    assert timed.step_time_s(8, 8, DeviceKind.CPU) == pytest.approx(0.8 + 0.2 * 2 / 8)
+    assert timed.step_time_s(16, 8, DeviceKind.CPU) == pytest.approx(0.4)
+    assert timed.eval_time_s(8, DeviceKind.CPU) == pytest.approx(16)
+    assert list(dataclasses.replace(cpu, parallel_fraction_batch={"8": 1.5, "x": 0.5}).check()) == [
+        ("parallel_fraction_batch.8", "must be in [0, 1], got 1.5"),
+        ("parallel_fraction_batch.x", "keys are batch sizes >= 1")]
     gpu = DeviceModel(alpha_s=0.1, beta_s_per_sample=0.001, stem="cifar", eval_s=2.0)
     assert gpu.eval_time_s(1, DeviceKind.GPU) == 2.0 and gpu.eval_time_s(4, DeviceKind.GPU) == 0.5
     # in the engine: a chunk's evaluation on hrfs-lab's CPU workers depends on their cores
