@@ -69,6 +69,7 @@ class EventLog:
             if line.endswith("\n"):
                 events.append(json.loads(line))
         self.events = [e for e in events if e["kind"] != "worker_removed"]
+        readings: dict[tuple[int, int], Any] = {}
         for e in self.events:
             if e["trial"] is None:
                 continue
@@ -76,6 +77,10 @@ class EventLog:
             st["started"] = st["started"] or e["kind"] == "trial_start"
             if e["kind"] == "chunk":
                 st["iteration"], st["accuracy"] = e["iteration"], e["accuracy"]
+                st["logged"] = [e["iteration"], e["accuracy"]]
+                readings[(e["trial"], e["iteration"])] = e["accuracy"]
+            if e["kind"] == "exploit":  # it goes on from the donor's checkpoint
+                st["logged"] = [e["donor_iteration"], readings.get((e["donor"], e["donor_iteration"]))]
             if e["kind"] == "stop":
                 st["stopped"] = True
             st["last_worker"] = e["worker"]
@@ -155,20 +160,24 @@ class RecorderCallback(Callback):
             st["worker"] = log._slot(i, str(result["node"]), str(result["device"]))
             t_work_start = wall - work
             overhead = max(0.0, t_work_start - st["start_wall"])
-            st["chunk_start_iter"] = int(result["step"]) - 1
+            restored = st["chunk_start_iter"] = int(result["step"]) - 1
             st["chunk_s"] = 0.0
-            if st.pop("journaled", False) and not st.get("stopped") and st["iteration"] > st["chunk_start_iter"]:
+            # what the log itself last recorded of the trial: a PBT scheduler has already set
+            # st["iteration"] to this result's step, one past where the trial started from
+            logged, reading = st.get("logged", [0, None])
+            if st.pop("journaled", False) and not st.get("stopped") and logged > restored:
                 # the driver stopped (Ctrl-C, a kill): Tune restored the trial from an earlier save than
                 # the journal reached, so the iterations between are trained again
-                log.emit(log.now(t_work_start), "failure", i, st, reason=(
-                    f"driver restarted; redone from the checkpoint at iteration {st['chunk_start_iter']}"),
-                    lost_iterations=st["iteration"] - st["chunk_start_iter"])
+                log.emit(log.now(t_work_start), "failure", i, {**st, "iteration": logged, "accuracy": reading},
+                         reason=f"driver restarted; redone from the checkpoint at iteration {restored}",
+                         lost_iterations=logged - restored)
+            at = {**st, "iteration": restored, "accuracy": reading if logged == restored else None}
             if not st["started"]:
                 st["started"] = True
-                log.emit(log.now(t_work_start), "trial_start", i, st, config=_hp(trial.config), duration_s=overhead)
+                log.emit(log.now(t_work_start), "trial_start", i, at, config=_hp(trial.config), duration_s=overhead)
             else:
                 # copy_s: the checkpoint's download from storage (0 from a file system, read in place)
-                log.emit(log.now(t_work_start), "resume", i, st, duration_s=overhead,
+                log.emit(log.now(t_work_start), "resume", i, at, duration_s=overhead,
                          load_s=float(result["load_s"]), copy_s=float(result.get("download_s", 0.0)))
         st["chunk_s"] = st.get("chunk_s", 0.0) + float(result["step_s"]) + float(result["eval_s"])
         st["chunk_eval_s"] = st.get("chunk_eval_s", 0.0) + float(result["eval_s"])
@@ -223,6 +232,7 @@ class RecorderCallback(Callback):
             self.log.emit(self.log.now(wall), "chunk", i, st, iterations=done, duration_s=st.get("chunk_s", 0.0),
                           eval_s=st.get("chunk_eval_s", 0.0), **loss)
         st["chunk_start_iter"] = st["iteration"]
+        st["logged"] = [st["iteration"], st["accuracy"]]
         st["chunk_s"] = 0.0
         st["chunk_eval_s"] = 0.0
 
@@ -323,6 +333,7 @@ class RecordingPBT(PopulationBasedTraining):
         old = _hp(trial.config)
         log.emit(log.now(), "exploit", i, st, donor=d, donor_iteration=donor_iter, duration_s=0.0, load_s=0.0,
                  copy_s=0.0)
+        st["logged"] = [donor_iter, (donor_state.last_result or {}).get("accuracy")]  # it goes on from there
         self._record("donor", donor=d, candidates=self._hetune_upper)
         self._hetune_ops = {}
         super()._exploit(tune_controller, trial, trial_to_clone)

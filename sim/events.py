@@ -3,7 +3,10 @@
 Every event has the fields of ``BASE_FIELDS`` (null where not applicable):
 ``t`` is when the event completed, in seconds since the run started; events
 that take time carry ``duration_s``, so the activity ran over
-[t - duration_s, t]. Kind-specific fields are listed in ``KIND_FIELDS``.
+[t - duration_s, t]. Kind-specific fields are listed in ``KIND_FIELDS``. On a
+``trial_start`` or ``resume``, ``iteration`` is the iteration the trial starts from (0, its
+checkpoint's, or after an exploit its donor's) and ``accuracy`` the reading there; real runs recorded
+before 2026-12-07 wrote the first result's iteration there under PBT (one more).
 """
 
 from __future__ import annotations

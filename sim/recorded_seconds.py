@@ -51,7 +51,7 @@ class RecordedSeconds:
         placed: dict[int, float] = {}  # trial -> time of the decision that placed it, s
         free: dict[int, float] = defaultdict(float)  # worker -> when it last let a trial go, s
         chunk_end: dict[int, float] = {}
-        restores_at: dict[int, int] = {}  # trial -> the iteration its next restart restores (Tune's own field lags)
+        restores_at: dict[int, int] = {}  # trial -> what its next restart restores (older start events lag)
         for e in events:
             if e.get("trial") is None:  # a worker's event: nothing of a trial's
                 continue
