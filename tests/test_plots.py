@@ -22,6 +22,7 @@ def results(tmp_path_factory) -> Path:
     return root
 
 
+@pytest.mark.slow  # every figure twice: kept out of the fast subset
 def test_every_figure_is_made_and_reruns_match(results, tmp_path, capsys):
     cal = REPO / "configs/calibration/reference.toml"
     args = ["plots", str(results / "run"), str(results / "sweep"), str(cal), "--out"]

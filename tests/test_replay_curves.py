@@ -130,6 +130,7 @@ def test_the_batch_size_effect_follows_the_noise_scale_model():
     assert SurrogateParams().at_batch(512) == SurrogateParams()  # ref_batch 0: stated at the experiment's batch
 
 
+@pytest.mark.slow  # 200 simulated seeds: kept out of the fast subset
 def test_compare_predicts_a_spread_that_holds_a_run_of_the_same_model(recorded, tmp_path):
     # A simulated run stands in for a real one: the simulator's 200-seed prediction must hold it,
     # its same-seed error is zero, and the report says both.
