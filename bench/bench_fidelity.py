@@ -126,14 +126,17 @@ def recalibrate(name: str) -> None:
     judge_copies(source, cal)
 
 
-def judge_copies(source: Path, cal: Path, labels: tuple[str, ...] = ()) -> None:
-    """Every judged run of ``source`` (of ``labels`` only, where given) copied into OUT/runs (less
-    what compare writes) and compared under the calibration ``cal``; a copy already compared is
-    kept (the step resumes)."""
+def judge_copies(source: Path, cal: Path, only_multicore: bool = False) -> None:
+    """Every judged run of ``source`` (with ``only_multicore``, those with a worker of more than one
+    core) copied into OUT/runs (less what compare writes) and compared under the calibration ``cal``;
+    a copy already compared is kept (the step resumes)."""
+    from hetune.sim.events import read_events
+
     for run_dir in sorted((source / "runs").glob("*-s*")):
         if run_dir.name.startswith("curves-") or not (run_dir / "summary.json").is_file():
             continue
-        if labels and run_dir.name.rsplit("-s", 1)[0] not in labels:
+        if only_multicore and not any(e["kind"] == "worker_added" and e["devices"] > 1
+                                      for e in read_events(run_dir / "events.jsonl")):
             continue
         copy = OUT / "runs" / run_dir.name
         copy.mkdir(parents=True, exist_ok=True)
@@ -306,9 +309,9 @@ def digits(args: argparse.Namespace) -> None:
     global OUT
     if args.refit_threads:  # no new measurement: the same runs, the same samples, the fit per batch size
         source, OUT = OUT, OUT.parent / args.refit_threads
-        # only leader-fusion gives a worker other core counts than the calibration's reference; all 21
-        # runs judged again on 2026-12-07 came out identical but for its three
-        judge_copies(source, fd.refit_threads(source, OUT), ("leader-fusion",))
+        # a step's parallel fraction only matters on a worker of several cores (here leader-fusion's fused
+        # one): all 21 runs judged again on 2026-12-07 came out identical but for those
+        judge_copies(source, fd.refit_threads(source, OUT), only_multicore=True)
         print(table([c[0] for c in configurations()]))
         return
     seeds = [int(s) for s in args.seeds.split(",")]
