@@ -3,7 +3,7 @@
 Ray Tune 2.60 takes a local folder or a URI that pyarrow reads (``s3://bucket/prefix``, with
 ``?endpoint_override=host:port&scheme=http`` for an S3-compatible server on another endpoint); every
 node must reach it. What is checked here is what fails before any trial starts otherwise: an endpoint
-that refuses, a bucket that is not there.
+that refuses, a bucket that is not there, a local folder that cannot be created or written.
 """
 
 from __future__ import annotations
@@ -44,6 +44,20 @@ def _endpoint_answers(uri: str) -> None:
             pass
 
 
+def _local_folder_usable(folder: Path, where: str) -> None:
+    """A local storage folder Tune can create and write: its nearest existing ancestor is a folder
+    this process may write into (Tune fails with a traceback otherwise, after the run folder exists)."""
+    import os
+
+    there = folder
+    while not there.exists() and there != there.parent:
+        there = there.parent
+    why = ("is not a folder" if not there.is_dir() else
+           "is not writable" if not os.access(there, os.W_OK | os.X_OK) else "")
+    if why:
+        raise ConfigError(where, "", f"cannot use {str(folder)!r} as checkpoint storage: {str(there)!r} {why}")
+
+
 def storage_join(storage: str, name: str) -> str:
     """``storage``/``name``, before a URI's query (``s3://b/p?endpoint_override=...``)."""
     base, sep, query = storage.partition("?")
@@ -56,6 +70,8 @@ def run_storage_path(storage_path: str, out: Path) -> str:
     if not storage_path:
         return str(out / "tune")
     if "://" not in storage_path:
-        return str(Path(storage_path).expanduser().resolve())
+        folder = Path(storage_path).expanduser().resolve()
+        _local_folder_usable(folder, "real.storage_path")
+        return str(folder)
     open_storage(storage_path, "real.storage_path")
     return storage_path

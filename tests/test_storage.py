@@ -97,6 +97,16 @@ def test_a_run_refuses_storage_it_cannot_reach_before_anything_starts(tmp_path, 
     assert len(err) == 1 and "--storage: cannot reach checkpoint storage" in err[0] and not cal.exists(), err
 
 
+def test_a_local_storage_folder_that_cannot_be_written_is_refused_before_anything_starts(tmp_path, capsys):
+    (tmp_path / "a-file").write_text("")
+    out = tmp_path / "run"
+    assert main(["validate", str(REPO / "configs/experiments/smoke-local.toml"), "--strategy", "hrfs", "--out",
+                 str(out), "--quiet", "--set", f'real.storage_path="{tmp_path / "a-file" / "tune"}"']) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "real.storage_path" in err[0] and "is not a folder" in err[0], err
+    assert not out.exists()
+
+
 SMOKE = REPO / "configs/experiments/smoke-local.toml"
 # 3 trials on 2 one-core slots, 10 iterations at batch 4, a save and a perturbation every 5
 SHORT = ["--quiet", "--set", "experiment.population=3", "--set", "experiment.stop_iterations=10",
