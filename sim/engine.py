@@ -18,11 +18,7 @@ Timing charged per chunk (seconds, from the calibration of the worker's device t
 - exploit: the trial stops and restarts from the donor's checkpoint, so its next resume pays
   ``start_overhead_s + copy_s + load_s`` (Ray Tune restarts an exploited trial: reuse_actors is off).
 
-PBT follows Ray Tune's PopulationBasedTraining (sim/exploit.py): trials are ranked by the
-score recorded at their last perturbation point; a trial in the top quantile there keeps that
-checkpoint for donors; a bottom-quantile trial clones a uniformly chosen top-quantile trial's
-kept checkpoint (its model state, iteration counter and last perturbation point), or skips
-the exploit when that trial kept none; explore then perturbs the donor's configuration.
+PBT follows Ray Tune's PopulationBasedTraining (sim/exploit.py).
 """
 
 from __future__ import annotations
@@ -36,7 +32,8 @@ import simpy
 from hetune.sim.cluster import WorkerSpec
 from hetune.sim.enums import TrialStatus
 from hetune.sim.events import make_event
-from hetune.sim.hooks import MoveHook
+from hetune.sim.hooks import MoveHook, move_effects
+from hetune.sim.idle import DispatchPass, IdleWorkers, verify_idle
 from hetune.sim.learning import LearningModelFailed
 from hetune.sim.loader import RunInputs
 from hetune.sim.exploit import ExploitSteps
@@ -68,6 +65,8 @@ class Simulation(ExploitSteps, FaultSteps):
     Node failures (the experiment's ``[faults]``, sim/faults.py) are replayed in surrogate runs;
     a replay of a recorded run keeps the recorded run's own failures instead.
     """
+
+    hints = "use"  # the strategy's idle groups: "use", "verify" (tests) or "off" (ask every idle worker)
 
     def __init__(self, inputs: RunInputs, strategy: Strategy, seed: int, population: PopulationModel | None = None,
                  hooks: Sequence[MoveHook] = (), view_log: ViewLog | None = None,
@@ -111,7 +110,10 @@ class Simulation(ExploitSteps, FaultSteps):
         self.remaining = self.population * self.stop_iterations
         self.unfinished = self.population
         self.time_to_target: float | None = None
-        self._idle: dict[int, Worker] = {w.id: w for w in self.workers}
+        hinted = type(strategy).idle_group is not Strategy.idle_group
+        self._idle = IdleWorkers((lambda w: strategy.idle_group(w, self.view)) if hinted else None)
+        for w in self.workers:
+            self._idle.add(w)
         self._barrier: set[int] = set()
         self._awaiting: dict[int, list[tuple[Trial, Clone]]] = {}
         self._procs: dict[int, Any] = {}  # worker id -> its busy process (interrupted when its node fails)
@@ -177,18 +179,26 @@ class Simulation(ExploitSteps, FaultSteps):
         return SimResult(self.events, self.trials, self.workers)
 
     def _dispatch(self) -> None:
-        """Offer work to idle workers, in id order, while runnable trials remain.
+        """Offer work to idle workers, in the order they went idle, while runnable trials remain.
 
-        Called synchronously (not by waking every idle worker), so a run with
-        4,096 mostly idle workers costs O(1) per chunk, not O(workers).
+        Called synchronously (not by waking every idle worker). Where the strategy declares idle
+        groups (``Strategy.idle_group``), a group answered Idle is skipped until an answer changes
+        the run (sim/idle.py), so a run with 4,096 mostly idle workers costs O(1) questions per
+        chunk, not O(workers); ``hints = "verify"`` asks every skipped worker too and fails on any
+        answer other than Idle; ``"off"`` asks every idle worker.
         """
-        for w in list(self._idle.values()):
+        order = DispatchPass(self._idle, self.hints != "off")
+        for w in order:
             if not self.runnable or not self.unfinished:
                 return
             decision = self.asker.ask(self.strategy, w, self.view, self.trials)
             if isinstance(decision, Idle):
+                if self.hints == "verify":
+                    verify_idle(self.strategy, self.view, w, order.skipped(w), self.env.now)
+                order.block(w)
                 continue
-            del self._idle[w.id]
+            order.changed()
+            self._idle.remove(w)
             w.idle = False
             self._decided(w, decision)
             if isinstance(decision, Retire):
@@ -235,7 +245,7 @@ class Simulation(ExploitSteps, FaultSteps):
             if isinstance(nxt, Retire):
                 self._retire(w)
             else:
-                self._idle[w.id] = w
+                self._idle.add(w)
                 w.idle = True
             self._procs.pop(w.id, None)
             self._dispatch()
@@ -297,7 +307,11 @@ class Simulation(ExploitSteps, FaultSteps):
         dm = w.model
         yield from self._bring(w, t, restart)
         if self.hooks and t.last_step_s is not None and w.step_time_s != t.last_step_s:
-            self._moved(t, w)
+            left = 1.0 - t.iteration / self.stop_iterations
+            for effect in move_effects(self.hooks, t.id, t.last_step_s, w.step_time_s, left):
+                t.step_factor *= effect.step_factor
+                if effect.event:
+                    self._emit(effect.event, t, w, **dict(effect.fields), step_factor=t.step_factor)
         t.last_step_s = w.step_time_s
         # Compute: stop at the next checkpoint boundary and at the iteration limit. The trainable
         # evaluates at every checkpoint interval and at its last iteration, nowhere else.
@@ -345,17 +359,6 @@ class Simulation(ExploitSteps, FaultSteps):
         due = max(t.last_perturbation + self.pbt.perturbation_interval, self.pbt.burn_in) - t.time_total_s
         return max(1, math.ceil(due / (w.step_time_s * t.step_factor) - 1e-9))
 
-    def _moved(self, t: Trial, w: Worker) -> None:
-        """Let every move hook react to ``t`` starting a chunk on ``w``, a worker of another speed."""
-        assert t.last_step_s is not None
-        for hook in self.hooks:
-            effect = hook.on_move(t.id, t.last_step_s, w.step_time_s, 1.0 - t.iteration / self.stop_iterations)
-            if effect is None or effect.step_factor == 1.0:
-                continue
-            t.step_factor *= effect.step_factor
-            if effect.event:
-                self._emit(effect.event, t, w, **dict(effect.fields), step_factor=t.step_factor)
-
     def eval_s(self, dm: DeviceModel, w: Worker) -> float:
         """Seconds of one evaluation on ``w``: DeviceModel.eval_time_s scaled to experiment.eval_samples."""
         return dm.eval_time_s(w.devices, w.kind) * self.info.eval_samples / 10_000
@@ -378,17 +381,8 @@ class Simulation(ExploitSteps, FaultSteps):
 def simulate(inputs: RunInputs, strategy: Strategy, seed: int, population: PopulationModel | None = None,
              hooks: Sequence[MoveHook] = (), view_log: ViewLog | None = None,
              seconds: RecordedSeconds | None = None) -> SimResult:
-    """Simulate one run.
-
-    Args:
-        inputs: experiment, cluster and calibration.
-        strategy: a fresh strategy instance, e.g. ``inputs.make_strategy("hrfs")``.
-        seed: the run's seed.
-        population: accuracy and PBT-decision source (default: the learning-curve surrogate).
-        hooks: consulted each time a trial moves to a worker of another speed (e.g. adaptation).
-        view_log: writes down every view the strategy is asked with, and its answers (flushed at the end).
-        seconds: a recorded run's own seconds in place of the calibration's (a replay, real/divergence.py).
-    """
+    """Simulate one run: ``Simulation(...).run()`` with the view log flushed at the end (the arguments are
+    Simulation's; ``strategy`` a fresh instance, e.g. ``inputs.make_strategy("hrfs")``)."""
     sim = Simulation(inputs, strategy, seed, population, hooks, view_log, seconds)
     try:
         return sim.run()

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     import simpy
 
     from hetune.sim.cluster import ClusterConfig
+    from hetune.sim.idle import IdleWorkers
 
 
 @dataclass(frozen=True)
@@ -155,7 +156,7 @@ class FaultSteps:
 
     env: "simpy.Environment"
     workers: list[Worker]
-    _idle: dict[int, Worker]
+    _idle: IdleWorkers
     _procs: dict[int, Any]
     if TYPE_CHECKING:  # the rest of Simulation's state and steps that these read and call
         trials: list[Trial]
@@ -194,7 +195,7 @@ class FaultSteps:
                 if not w.retired:  # a worker the strategy retired before the failure stays retired
                     w.down = False
                     w.idle = True
-                    self._idle[w.id] = w
+                    self._idle.add(w)
                     self._emit("worker_added", worker=w, devices=w.devices)
             self._dispatch()
 
@@ -213,7 +214,7 @@ class FaultSteps:
             w.resident = None
         w.down = True
         w.idle = False
-        self._idle.pop(w.id, None)
+        self._idle.remove(w)
         self._emit("worker_removed", worker=w, devices=w.devices)
 
     def _fail_trial(self, t: Trial, w: Worker) -> None:

@@ -4,7 +4,7 @@ without the engine knowing about them."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Protocol
+from typing import Any, Iterator, Mapping, Protocol, Sequence
 
 
 @dataclass(frozen=True)
@@ -35,3 +35,13 @@ class MoveHook(Protocol):
             to_step_s: seconds per iteration on its new worker.
             time_left_fraction: the share of its iterations still to run, in [0, 1].
         """
+
+
+def move_effects(hooks: Sequence[MoveHook], trial: int, from_step_s: float, to_step_s: float,
+                 time_left_fraction: float) -> Iterator[MoveEffect]:
+    """The effects of every hook on a trial that starts a chunk on a worker of another speed, in
+    hook order, leaving out those that change nothing (arguments as ``MoveHook.on_move``)."""
+    for hook in hooks:
+        effect = hook.on_move(trial, from_step_s, to_step_s, time_left_fraction)
+        if effect is not None and effect.step_factor != 1.0:
+            yield effect

@@ -9,7 +9,7 @@ never touches engine internals.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, ClassVar, Protocol, Sequence
+from typing import Any, Callable, ClassVar, Hashable, Protocol, Sequence
 
 from hetune.sim.cluster import ClusterConfig, WorkerSpec, default_workers
 from hetune.sim.enums import DeviceKind, Ordering, TrialStatus
@@ -155,6 +155,21 @@ class Strategy:
 
     def on_chunk(self, worker: WorkerView, trial: TrialView, iterations: int, seconds: float, view: SimView) -> None:
         """A chunk finished: ``iterations`` took ``seconds`` of compute. Default: nothing."""
+
+    # Overriding idle_group is the hint; the base class's (never called) means no promise.
+    def idle_group(self, worker: WorkerView, view: SimView) -> Hashable:
+        """The group of idle workers that ``assign`` treats alike when it answers Idle.
+
+        The promise: while nothing in the run changes, if ``assign`` answers ``Idle`` to one idle
+        worker of a group, it answers ``Idle`` to every idle worker of that group. The simulator
+        then asks one worker of a group and skips the rest until something changes (a trial is
+        reserved, a worker retires, a chunk ends), so a large cluster of idle workers costs O(1)
+        questions per chunk (sim/idle.py). Asked once each time a worker goes idle; the worker keeps
+        the group while idle. A strategy that does not override it is asked for every idle worker;
+        the Ray Tune adapter asks every free slot whatever the hint. Tests check each strategy's
+        hint by asking every skipped worker (``Simulation.hints = "verify"``).
+        """
+        raise NotImplementedError
 
 
 def fast_half(workers: Sequence[WorkerView]) -> set[int]:

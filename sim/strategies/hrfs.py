@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Iterator
+from typing import Hashable, Iterator
 
 from hetune.sim.cluster import ClusterConfig, NodeGroup, WorkerSpec, carve_workers
 from hetune.sim.strategies import register
@@ -92,3 +92,7 @@ class HRFS(Strategy):
             return IDLE if t is None else Run(t.id, half)
         t = view.peek(Ordering.LEAST_PROGRESSED)
         return IDLE if t is None else Run(t.id, view.interval)
+
+    def idle_group(self, worker: WorkerView, view: SimView) -> Hashable:
+        # Idle only when no trial is runnable: then every worker gets it
+        return 0

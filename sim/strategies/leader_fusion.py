@@ -36,7 +36,7 @@ give 140 s and 0.835, behind rank-aware on both. The shipped experiment uses
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Hashable, Iterator
 
 from hetune.sim.cluster import ClusterConfig, WorkerSpec, default_workers
 from hetune.sim.strategies import register
@@ -114,30 +114,44 @@ class LeaderFusion(Strategy):
             rest.remove(s)
         return [fused] + rest
 
-    def assign(self, worker: WorkerView, view: SimView) -> Decision:
+    def _roles(self, view: SimView) -> tuple[int, float]:
+        """(the leader's worker id, the fastest other worker's seconds per iteration), found once."""
         if self._leader_worker is None:
             lead = min(view.workers, key=lambda w: (w.step_time_s, w.id))
             self._leader_worker = lead.id
             others = [w.step_time_s for w in view.workers if w.id != lead.id]
             self._base_step = min(others) if others else lead.step_time_s
-        if worker.id == self._leader_worker:
+        assert self._base_step is not None
+        return self._leader_worker, self._base_step
+
+    def idle_group(self, worker: WorkerView, view: SimView) -> Hashable:
+        # The leader's worker is Idle only when nothing is runnable; the others when nothing is or when
+        # the one runnable trial is left for the idle leader, except the weak ones, which retire
+        # instead once the target is reached.
+        leader, base = self._roles(view)
+        if worker.id == leader:
+            return "leader"
+        return "weak" if worker.step_time_s >= self.params.weak_ability * base else "other"
+
+    def assign(self, worker: WorkerView, view: SimView) -> Decision:
+        leader, base_step = self._roles(view)
+        if worker.id == leader:
             first = view.peek(Ordering.LEAST_PROGRESSED)
             if self.params.fair_start and first is not None and first.iteration < view.interval:
                 return Run(first.id, view.interval - first.iteration)
             t = view.peek(Ordering.BEST_RANKED)
             return IDLE if t is None else Run(t.id, view.interval)
-        assert self._base_step is not None
-        if view.target_reached and worker.step_time_s >= self.params.weak_ability * self._base_step:
+        if view.target_reached and worker.step_time_s >= self.params.weak_ability * base_step:
             return RETIRE
         # An idle leader worker gets first pick: the best-ranked trial is left for it.
         skip = None
-        if view.workers[self._leader_worker].idle:
+        if view.workers[leader].idle:
             best = view.peek(Ordering.BEST_RANKED)
             skip = {best.id} if best is not None else None
         order = Ordering.LEAST_PROGRESSED
         if self.params.others == "rank-aware":
             if self._fast is None:  # the faster half of the workers other than the leader's
-                self._fast = fast_half([w for w in view.workers if w.id != self._leader_worker])
+                self._fast = fast_half([w for w in view.workers if w.id != leader])
             order = Ordering.BEST_RANKED if worker.id in self._fast else Ordering.WORST_RANKED
         t = view.peek(order, skip)
         return IDLE if t is None else Run(t.id, view.interval)

@@ -11,6 +11,8 @@ FIFOScheduler over trials with fixed resources, where the fastest free slot star
 
 from __future__ import annotations
 
+from typing import Hashable
+
 from hetune.sim.cluster import ClusterConfig, WorkerSpec, default_workers
 from hetune.sim.strategies import register
 from hetune.sim.strategies.base import (IDLE, Decision, Ordering, Run, SimView, StepTimeFn, Strategy, TrialStatus,
@@ -34,3 +36,7 @@ class RandomSearch(Strategy):
             return Run(r.id, view.interval)
         t = view.peek(Ordering.FIFO)
         return IDLE if t is None else Run(t.id, view.interval)
+
+    def idle_group(self, worker: WorkerView, view: SimView) -> Hashable:
+        # Idle only when no trial is runnable: then every worker gets it
+        return 0

@@ -9,6 +9,8 @@ restore overhead.
 
 from __future__ import annotations
 
+from typing import Hashable
+
 from hetune.sim.strategies import register
 from hetune.sim.strategies.base import Ordering, IDLE, Decision, Run, SimView, Strategy, WorkerView, fast_half
 
@@ -27,3 +29,7 @@ class RankAware(Strategy):
             self._fast = fast_half(view.workers)  # workers never change speed: compute once
         t = view.peek(Ordering.BEST_RANKED if worker.id in self._fast else Ordering.WORST_RANKED)
         return IDLE if t is None else Run(t.id, view.interval)
+
+    def idle_group(self, worker: WorkerView, view: SimView) -> Hashable:
+        # Idle only when no trial is runnable: then every worker gets it
+        return 0

@@ -10,6 +10,8 @@ advance at the same rate, each getting its share of fast and slow devices.
 
 from __future__ import annotations
 
+from typing import Hashable
+
 from hetune.sim.strategies import register
 from hetune.sim.strategies.base import Ordering, IDLE, Decision, Run, SimView, Strategy, WorkerView
 
@@ -25,3 +27,7 @@ class ThroughputProportional(Strategy):
             return IDLE
         share = view.fastest_step_time_s() / worker.step_time_s
         return Run(t.id, max(1, round(view.interval * share)))
+
+    def idle_group(self, worker: WorkerView, view: SimView) -> Hashable:
+        # Idle only when no trial is runnable: then every worker gets it
+        return 0

@@ -14,7 +14,7 @@ restarts from its checkpoint.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Hashable, Iterator
 
 from hetune.sim.cluster import ClusterConfig, NodeGroup, WorkerSpec, carve_workers
 from hetune.sim.strategies import register
@@ -87,3 +87,10 @@ class TuneDefault(Strategy):
         if t.status == TrialStatus.PAUSED and any((s.iteration, s.id) <= (t.iteration, t.id) for s in starting):
             return IDLE
         return Run(t.id, view.interval, restart=r is not None and t.id == r.id)
+
+    def idle_group(self, worker: WorkerView, view: SimView) -> Hashable:
+        # Idle is answered when nothing is runnable, or when the least-progressed trial is paused behind
+        # one still starting: neither depends on the worker. An idle worker's own trial, if it holds
+        # one, is at its perturbation point (it would have continued it otherwise), so the first rule
+        # of assign never singles one out.
+        return 0
