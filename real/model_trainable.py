@@ -34,6 +34,7 @@ import numpy as np
 from ray import tune
 
 from hetune.real.trial_env import maybe_fail, where_am_i
+from hetune.sim import learning
 from hetune.sim.enums import DeviceKind
 
 SETUP_KEY = "_hetune"  # the same key as the network trainable's
@@ -87,7 +88,7 @@ class ModelTrainable(tune.Trainable):
     def setup(self, config: dict[str, Any]) -> None:
         self.s = dict(config[SETUP_KEY], trial_index=config.get("trial_index"))
         self.device_type, self.node, _ = where_am_i({})
-        self.model = build_model(self.s["model_setup"])
+        self.model = build_model(self.s["model_setup"]).for_run(int(self.s["seed"]))
         seconds = self.s.get("device_seconds", {}).get(self.device_type, {})
         self.sleep_step, self.sleep_eval = float(seconds.get("step_s", 0.0)), float(seconds.get("eval_s", 0.0))
         self.rng = np.random.default_rng([int(self.s["seed"]), int(self.s.get("trial_index") or 0)])
@@ -100,7 +101,7 @@ class ModelTrainable(tune.Trainable):
     def step(self) -> dict[str, Any]:
         s = self.s
         t0 = time.perf_counter()
-        self.state = self.model.advance(self.state, self.config, 1)
+        self.state = learning.advance(self.model, self.state, self.config, 1, self.rng)
         if self.sleep_step > 0:
             time.sleep(self.sleep_step)
         step_s = time.perf_counter() - t0

@@ -41,6 +41,7 @@ from ray.tune.schedulers import PopulationBasedTraining, TrialScheduler
 
 from hetune.sim import strategies
 from hetune.sim.engine import Simulation
+from hetune.sim.learning import advance
 from hetune.sim.loader import RunInputs
 from hetune.sim.state import Worker
 
@@ -174,7 +175,7 @@ class StandInController:
     # --------------------------------------------------------- the trainable
     def _materialize(self, t: StandInTrial) -> None:
         if t.pending:
-            t.state = self.model.advance(t.state, t.config, t.pending)
+            t.state = advance(self.model, t.state, t.config, t.pending, t.rng)
             t.pending = 0
 
     def _snapshot(self, t: StandInTrial) -> StandInCheckpoint:

@@ -76,7 +76,8 @@ class Simulation(ExploitSteps, FaultSteps):
         self.inputs = inputs
         self.info = exp.experiment
         self.pbt = exp.pbt
-        self.model: PopulationModel = population or SurrogatePopulation(inputs.make_learning_model(), self.pbt)
+        self.model: PopulationModel = population or SurrogatePopulation(inputs.make_learning_model().for_run(seed),
+                                                                        self.pbt)
         self.hooks = list(hooks)
         self.population = self.model.population(self.info.population)
         self.stop_iterations = self.info.stop_iterations

@@ -10,6 +10,12 @@ that a checkpoint holds and an exploit copies):
 - ``observe(state, rng)``: one evaluation's reading, with the evaluation noise, from the trial's
   own random stream.
 
+A model whose state carries noise of its own (an autocorrelated deviation) sets ``noisy_advance``:
+``advance`` then gets the advancing trial's own random generator as a fourth argument, so a seed
+gives the same run every time, an exploit copies the donor's state and the receiving trial draws
+its future noise from its own stream. ``for_run(seed)`` gives a model its run's seed, for noise that
+every trial of a run shares (the default keeps one model for every run).
+
 Models register by name (``@register``) and are chosen by ``[learning] kind`` in the experiment
 (default ``"nqm"``, sim/nqm.py; ``"bell"`` is the older curve of sim/surrogate.py). A model's
 parameters are a frozen dataclass (``Params``), read from ``[learning.<kind>]`` and checked like
@@ -29,7 +35,7 @@ from hetune.sim.errors import ConfigError, RunFailed
 from hetune.sim.registry import add
 from hetune.sim.schema import from_mapping
 
-__all__ = ["LearningModel", "LearningModelFailed", "REGISTRY", "create", "names", "register"]
+__all__ = ["LearningModel", "LearningModelFailed", "REGISTRY", "advance", "create", "names", "register"]
 
 
 class LearningModel:
@@ -44,6 +50,7 @@ class LearningModel:
     name: ClassVar[str] = ""
     summary: ClassVar[str] = ""
     Params: ClassVar[type | None] = None
+    noisy_advance: ClassVar[bool] = False  # advance(state, config, iterations, rng): see the module docstring
 
     def __init__(self, params: Any, batch_size: int, eval_samples: int) -> None:
         self.params = params
@@ -78,6 +85,19 @@ class LearningModel:
         """One evaluation's reading of ``state``; default: the expected accuracy, no noise."""
         return self.accuracy(state)
 
+    def for_run(self, seed: int) -> "LearningModel":
+        """This model for one run of seed ``seed`` (default: itself; a model with noise shared by a run's
+        trials returns a copy that knows the seed)."""
+        return self
+
+
+def advance(model: LearningModel, state: Any, config: Mapping[str, float], iterations: int,
+            rng: np.random.Generator) -> Any:
+    """``model.advance``, with the trial's own generator where the model takes one (``noisy_advance``)."""
+    if model.noisy_advance:
+        return model.advance(state, config, iterations, rng)  # type: ignore[call-arg]
+    return model.advance(state, config, iterations)
+
 
 class LearningModelFailed(RunFailed):
     """A learning model raised or returned a non-finite accuracy: one line, exit status 1."""
@@ -106,7 +126,7 @@ def get_class(name: str, where: str, key: str = "learning.kind") -> type[Learnin
 
 
 def _load_builtin() -> None:
-    from hetune.sim import nqm, surrogate  # noqa: F401  (importing registers them)
+    from hetune.sim import nqm, skills, surrogate  # noqa: F401  (importing registers them)
 
 
 def create(learning: Any, bell: Any, batch_size: int, eval_samples: int, where: str = "") -> LearningModel:

@@ -14,7 +14,7 @@ import numpy as np
 
 from hetune.sim import pbt as pbt_math
 from hetune.sim.config import PBTConfig
-from hetune.sim.learning import LearningModel, call, checked
+from hetune.sim.learning import LearningModel, advance, call, checked
 
 
 @dataclass(frozen=True)
@@ -78,8 +78,8 @@ class SurrogatePopulation:
 
     def chunk(self, trial: Any, iterations: int, evaluate: bool) -> None:
         m = self.model
-        trial.progress = call(m, "advance", trial.id, trial.iteration, m.advance, trial.progress, trial.config,
-                              iterations)
+        trial.progress = call(m, "advance", trial.id, trial.iteration, advance, m, trial.progress, trial.config,
+                              iterations, trial.rng)
         if evaluate:
             trial.accuracy = checked(m, call(m, "observe", trial.id, trial.iteration, m.observe, trial.progress,
                                              trial.rng), trial.id, trial.iteration)

@@ -1,0 +1,103 @@
+"""The skills model's digits schedule hold-out (issue "A learning model fitted to real training", targets).
+
+    python bench/bench_skills_digits.py            # fits A, B and constants-only; scores; writes the folder
+    python bench/bench_skills_digits.py --insample # the constant runs' own fit only (no hold-out scored)
+
+Protocol (frozen with the model form and sim/skills.py's priors, calibrate/skills_fit.py's settings,
+before any hold-out was scored): the 9 constant runs are those of results/digits/1000-drop700 (the
+600-iteration design's constants are their prefixes, reading for reading).
+- fit A: the 9 constant runs plus the 3 drop-at-300 runs; predicts drop-at-700.
+- fit B: the 9 constant runs plus the 3 drop-at-700 runs; predicts drop-at-300.
+- fit C: the 9 constant runs alone; predicts both (reported, no target).
+Scored on the expected curve: RMSE, over the evaluations after the switch, between the prediction and
+the held-out drop's mean over its 3 seeds (target <= 0.6x the baseline's: <= 0.050 at 700, <= 0.038 at
+300); also the RMSE on single readings. Baseline: at each of those evaluations, the mean over seeds of
+the constant lr 0.03 readings. Gain: prediction of (drop - constant 0.03) on the mean of the last three
+evaluations, against the real mean gain (sign must agree).
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import tomli_w
+
+from hetune.calibrate.curves_io import digits_runs
+from hetune.calibrate.skills_fit import Curve, FitSettings, expected, fit, params_table
+from hetune.sim.skills import Skills
+
+REPO = Path(__file__).resolve().parents[1]
+OUT = REPO / "results/skills-digits"
+
+
+def design() -> dict[str, list[Curve]]:
+    long = digits_runs(REPO / "results/digits/1000-drop700/runs.json")
+    short = digits_runs(REPO / "results/digits/600-drop300/runs.json", kinds=("drop",))
+    return {"const": [c for c in long if c.run.startswith("const")],
+            "drop700": [c for c in long if c.run.startswith("drop")], "drop300": short}
+
+
+def score(params, held: list[Curve], const: list[Curve]) -> dict:
+    """The hold-out scores of ``params`` on the drop runs ``held`` (see the module docstring)."""
+    switch = held[0].segments[0][2]
+    model = Skills(params, held[0].batch, 0)
+    pred = expected(model, held[0])  # the expected curve: the same for every seed
+    its = np.array([i for i, _ in held[0].readings])
+    after = its > switch
+    real = np.array([[a for _, a in c.readings] for c in held])
+    c03 = [c for c in const if c.segments[0][0] == held[0].segments[0][0]]
+    n = len(its)
+    base = np.array([[a for _, a in c.readings][:n] for c in c03]).mean(axis=0)
+    pred_const = expected(model, Curve("c", 0, ((held[0].segments[0][0], held[0].segments[0][1], int(its[-1])),),
+                                       held[0].readings, held[0].batch))
+    rmse = float(np.sqrt(np.mean((pred[after] - real.mean(axis=0)[after]) ** 2)))
+    rmse_single = float(np.sqrt(np.mean((pred[after][None, :] - real[:, after]) ** 2)))
+    base_rmse = float(np.sqrt(np.mean((base[after] - real.mean(axis=0)[after]) ** 2)))
+    gain_pred = float(pred[-3:].mean() - pred_const[-3:].mean())
+    gain_real = float(real[:, -3:].mean() - base[-3:].mean())
+    return {"switch": int(switch), "rmse_mean": round(rmse, 4), "rmse_single": round(rmse_single, 4),
+            "baseline_rmse": round(base_rmse, 4), "target": round(0.6 * base_rmse, 4), "met": rmse <= 0.6 * base_rmse,
+            "gain_predicted": round(gain_pred, 4), "gain_real": round(gain_real, 4),
+            "gain_sign_right": bool(np.sign(gain_pred) == np.sign(gain_real)),
+            "predicted": [round(float(v), 4) for v in pred],
+            "real_mean": [round(float(v), 4) for v in real.mean(axis=0)],
+            "iterations": [int(i) for i in its]}
+
+
+def main(argv: list[str]) -> None:
+    d = design()
+    settings = FitSettings()
+    if "--insample" in argv:
+        t0 = time.perf_counter()
+        r = fit(d["const"], settings=settings)
+        print(f"constants only: rmse {r.rmse:.4f}, lag-1 {r.residual_lag1:.2f}, not identified {r.unidentified}, "
+              f"{time.perf_counter() - t0:.1f} s")
+        print(params_table(r.params))
+        return
+    OUT.mkdir(parents=True, exist_ok=True)
+    out = {"host": platform.node(), "settings": settings.__dict__, "fits": {}}
+    plan = {"A": (d["const"] + d["drop300"], ["drop700"]), "B": (d["const"] + d["drop700"], ["drop300"]),
+            "C": (d["const"], ["drop700", "drop300"])}
+    for name, (curves, held) in plan.items():
+        t0 = time.perf_counter()
+        r = fit(curves, settings=settings)
+        secs = time.perf_counter() - t0
+        scores = {h: score(r.params, d[h], d["const"]) for h in held}
+        out["fits"][name] = {"fitted_runs": [c.run for c in curves], "seconds": round(secs, 1), "fit": r.table(),
+                             "scores": scores}
+        (OUT / f"fit-{name}.toml").write_text(tomli_w.dumps(
+            {"learning": {"kind": "skills", "params": params_table(r.params)}, "fit": r.table()}))
+        for h, s in scores.items():
+            print(f"fit {name} -> {h}: rmse {s['rmse_mean']} (target <= {s['target']}, baseline {s['baseline_rmse']}),"
+                  f" single {s['rmse_single']}, gain {s['gain_predicted']:+.3f} vs real {s['gain_real']:+.3f};"
+                  f" fit rmse {r.rmse:.4f}, not identified {r.unidentified}, {secs:.1f} s", flush=True)
+    (OUT / "scores.json").write_text(json.dumps(out, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
