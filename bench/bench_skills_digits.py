@@ -1,7 +1,10 @@
 """The skills model's digits schedule hold-out (issue "A learning model fitted to real training", targets).
 
-    python bench/bench_skills_digits.py            # fits A, B and constants-only; scores; writes the folder
-    python bench/bench_skills_digits.py --insample # the constant runs' own fit only (no hold-out scored)
+    python bench/bench_skills_digits.py --form share   # fits A, B and constants-only; scores; writes the folder
+    python bench/bench_skills_digits.py --insample     # the constant runs' own fit only (no hold-out scored)
+
+Each form of the model (``SkillsParams.floor``: "logit", the first, scored at 6e00135; "share", the
+second, committed before it was scored) is scored on the same protocol and kept in scores.json.
 
 Protocol (frozen with the model form and sim/skills.py's priors, calibrate/skills_fit.py's settings,
 before any hold-out was scored): the 9 constant runs are those of results/digits/1000-drop700 (the
@@ -29,7 +32,7 @@ import tomli_w
 
 from hetune.calibrate.curves_io import digits_runs
 from hetune.calibrate.skills_fit import Curve, FitSettings, expected, fit, params_table
-from hetune.sim.skills import Skills
+from hetune.sim.skills import Skills, SkillsParams
 
 REPO = Path(__file__).resolve().parents[1]
 OUT = REPO / "results/skills-digits"
@@ -72,31 +75,38 @@ def score(params, held: list[Curve], const: list[Curve]) -> dict:
 def main(argv: list[str]) -> None:
     d = design()
     settings = FitSettings()
+    form = argv[argv.index("--form") + 1] if "--form" in argv else "share"
+    prior = SkillsParams(floor=form)
     if "--insample" in argv:
         t0 = time.perf_counter()
-        r = fit(d["const"], settings=settings)
+        r = fit(d["const"], prior, settings)
         print(f"constants only: rmse {r.rmse:.4f}, lag-1 {r.residual_lag1:.2f}, not identified {r.unidentified}, "
               f"{time.perf_counter() - t0:.1f} s")
         print(params_table(r.params))
         return
     OUT.mkdir(parents=True, exist_ok=True)
-    out = {"host": platform.node(), "settings": settings.__dict__, "fits": {}}
+    path = OUT / "scores.json"
+    out = json.loads(path.read_text()) if path.is_file() else {}
+    out.setdefault("forms", {})
+    this: dict = {"host": platform.node(), "settings": settings.__dict__, "fits": {}}
     plan = {"A": (d["const"] + d["drop300"], ["drop700"]), "B": (d["const"] + d["drop700"], ["drop300"]),
             "C": (d["const"], ["drop700", "drop300"])}
     for name, (curves, held) in plan.items():
         t0 = time.perf_counter()
-        r = fit(curves, settings=settings)
+        r = fit(curves, prior, settings)
         secs = time.perf_counter() - t0
         scores = {h: score(r.params, d[h], d["const"]) for h in held}
-        out["fits"][name] = {"fitted_runs": [c.run for c in curves], "seconds": round(secs, 1), "fit": r.table(),
-                             "scores": scores}
-        (OUT / f"fit-{name}.toml").write_text(tomli_w.dumps(
+        this["fits"][name] = {"fitted_runs": [c.run for c in curves], "seconds": round(secs, 1), "fit": r.table(),
+                              "scores": scores}
+        (OUT / f"fit-{name}-{form}.toml").write_text(tomli_w.dumps(
             {"learning": {"kind": "skills", "params": params_table(r.params)}, "fit": r.table()}))
         for h, s in scores.items():
-            print(f"fit {name} -> {h}: rmse {s['rmse_mean']} (target <= {s['target']}, baseline {s['baseline_rmse']}),"
-                  f" single {s['rmse_single']}, gain {s['gain_predicted']:+.3f} vs real {s['gain_real']:+.3f};"
-                  f" fit rmse {r.rmse:.4f}, not identified {r.unidentified}, {secs:.1f} s", flush=True)
-    (OUT / "scores.json").write_text(json.dumps(out, indent=1) + "\n")
+            print(f"{form} fit {name} -> {h}: rmse {s['rmse_mean']} (target <= {s['target']}, baseline "
+                  f"{s['baseline_rmse']}), single {s['rmse_single']}, gain {s['gain_predicted']:+.3f} vs real "
+                  f"{s['gain_real']:+.3f}; fit rmse {r.rmse:.4f}, not identified {r.unidentified}, {secs:.1f} s",
+                  flush=True)
+    out["forms"][form] = this
+    path.write_text(json.dumps(out, indent=1) + "\n")
 
 
 if __name__ == "__main__":

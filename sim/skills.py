@@ -8,7 +8,10 @@ skills a trial accumulates and one noise floor, added in logit space (Li, Wei, M
 a large lr learns patterns a small one memorises past; Liu et al. 2020, early-learning regularisation)::
 
     accuracy = chance + (max_accuracy - chance) * sigmoid(z)
-    z = start_logit + easy_weight (1 - e^-E) + hard_weight (1 - e^-H) - memo_weight (1 - e^-M) - floor_weight tau
+    z = start_logit + (1 - phi) * (easy_weight (1 - e^-E) + hard_weight (1 - e^-H)) - memo_weight (1 - e^-M)
+    phi = 1 - exp(-floor_weight tau)                                   (floor = "share", the default)
+    z = start_logit + easy_weight (1 - e^-E) + hard_weight (1 - e^-H) - memo_weight (1 - e^-M)
+        - floor_weight tau                                              (floor = "logit", the first form)
 
 - **easy skill** ``E``: grows at ``easy_rate (eta / 0.1) ** easy_lr_power`` per iteration (a power near 0:
   every lr learns it; below 0: a low lr is faster, as when a high lr's noise hides the early patterns);
@@ -16,7 +19,10 @@ a large lr learns patterns a small one memorises past; Liu et al. 2020, early-le
   power only a high lr makes it, and a drop keeps it (it is learned, not a floor);
 - **memorisation** ``M``: grows at ``memo_rate exp(-tau / memo_temperature) (1 - e^-E)`` per iteration:
   once the easy patterns are fitted, a low lr fits the noisy labels and test accuracy falls;
-- **noise floor** ``floor_weight tau``: the current temperature's penalty, released at once by a drop;
+- **noise floor**: the current temperature hides a share ``phi`` of what the skills have learned, given
+  back at once by a drop, so a late drop (much learned) jumps and an early one gains little at once
+  (``floor = "share"``); the first form subtracted ``floor_weight tau`` from the logit whatever had been
+  learned (``"logit"``: results/skills-digits/ shows why it was replaced, and keeps its scores);
 - **divergence**: ``eta > diverge_eta`` (times ``1 + warmup_gain`` once ``warmup_iterations`` have been
   trained: what a warm-up buys; no fitted run has one, so it is held at a stated prior) leaves the
   network at chance for good.
@@ -62,7 +68,9 @@ class SkillsParams:
         hard_weight, hard_rate, hard_lr_power: the same for the hard skill, scaled by tau / 0.1.
         memo_weight, memo_rate, memo_temperature: memorisation's logit loss, its rate at tau = 0 (per
             iteration, times the easy skill), and the temperature that slows it e-fold.
-        floor_weight: logit lost per unit of temperature while training at it.
+        floor_weight: how fast the hidden share grows with temperature ("share": phi = 1 - exp(-floor_weight
+            tau)), or logit lost per unit of temperature ("logit").
+        floor: "share" or "logit" (the module docstring).
         diverge_eta: effective lr above which the network diverges (inf: never).
         warmup_iterations, warmup_gain: after this many iterations the divergence threshold is
             ``diverge_eta * (1 + warmup_gain)`` (prior: 0, no effect).
@@ -85,6 +93,7 @@ class SkillsParams:
     memo_rate: float = 0.001
     memo_temperature: float = 0.1
     floor_weight: float = 3.0
+    floor: str = "share"
     diverge_eta: float = math.inf
     warmup_iterations: int = 0
     warmup_gain: float = 0.0
@@ -116,6 +125,10 @@ class SkillsParams:
             v = getattr(self, name)
             if not 0 <= v <= 1:
                 yield name, f"must be in [0, 1] (accuracy units), got {v}"
+        if self.floor not in ("share", "logit"):
+            yield "floor", f'must be "share" or "logit", got {self.floor!r}'
+        if self.floor == "share" and self.floor_weight < 0:
+            yield "floor_weight", f"must be >= 0 where floor = \"share\", got {self.floor_weight}"
         if not 0 <= self.ar_corr_50 < 1:
             yield "ar_corr_50", f"must be in [0, 1), got {self.ar_corr_50}"
 
@@ -196,8 +209,11 @@ class Skills(LearningModel):
         p = self.params
         if state.diverged:
             return -math.inf
-        return (p.start_logit + p.easy_weight * -math.expm1(-state.easy) + p.hard_weight * -math.expm1(-state.hard)
-                - p.memo_weight * -math.expm1(-state.memo) - p.floor_weight * state.tau)
+        learned = p.easy_weight * -math.expm1(-state.easy) + p.hard_weight * -math.expm1(-state.hard)
+        memo = p.memo_weight * -math.expm1(-state.memo)
+        if p.floor == "logit":
+            return p.start_logit + learned - memo - p.floor_weight * state.tau
+        return p.start_logit + math.exp(-p.floor_weight * state.tau) * learned - memo
 
     def accuracy(self, state: SkillsState) -> float:
         p = self.params

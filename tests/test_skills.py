@@ -18,7 +18,7 @@ EXP = REPO / "configs/experiments/pbt-resnet18-cifar10.toml"
 # about what the digits constant runs fit (results/skills-digits/): memorisation and a late high-lr skill
 DIGITS = SkillsParams(start_logit=-2.1, easy_weight=5.3, easy_rate=0.0058, easy_lr_power=-0.25, hard_weight=2.9,
                       hard_rate=0.00015, hard_lr_power=1.8, memo_weight=2.2, memo_rate=0.0075, memo_temperature=0.136,
-                      floor_weight=7.4)
+                      floor_weight=7.4, floor="logit")
 
 
 def curve(params: SkillsParams, lr: float, iterations: int = 1000, drop_at: int | None = None) -> list[float]:
@@ -43,6 +43,16 @@ def test_a_drop_releases_the_floor_at_once_and_keeps_the_high_lr_skill():
     st = model.advance(SkillsState(), {"lr": 0.03, "momentum": 0.9}, 700)
     after = model.advance(st, {"lr": 0.003, "momentum": 0.9}, 50)
     assert after.hard >= st.hard  # learned, not lost
+
+
+def test_under_the_share_floor_an_early_drop_gains_less_at_once_than_a_late_one():
+    share = replace(DIGITS, floor="share", floor_weight=3.0)
+    early = np.subtract(curve(share, 0.03, 600, drop_at=300), curve(share, 0.03, 600))[6]
+    late = np.subtract(curve(share, 0.03, 1000, drop_at=700), curve(share, 0.03, 1000))[14]
+    logit_early = np.subtract(curve(DIGITS, 0.03, 600, drop_at=300), curve(DIGITS, 0.03, 600))[6]
+    logit_late = np.subtract(curve(DIGITS, 0.03, 1000, drop_at=700), curve(DIGITS, 0.03, 1000))[14]
+    assert 0 < early < late
+    assert early / late < logit_early / logit_late
 
 
 def test_chunks_compose_and_divergence_is_for_good():
