@@ -138,3 +138,6 @@ class TuneView:
         # The adapter decides every pause itself (StrategyScheduler.on_trial_result), so a trial whose
         # actor is starting does not make it pause another: nothing is starting as far as a strategy knows.
         return []
+
+    def least_progressed_starting(self) -> TrialState | None:
+        return None  # nothing is starting as far as a strategy knows (above)

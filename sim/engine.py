@@ -44,7 +44,7 @@ from hetune.sim.ranking import Ranking
 from hetune.sim.runnable import RunnableIndex
 from hetune.sim.state import Checkpoint, SimResult, SimulationError, Trial, Worker
 from hetune.sim.strategies.base import IDLE, Decision, Idle, Retire, Run, Strategy
-from hetune.sim.view import EngineView
+from hetune.sim.view import EngineView, StartingSet
 from hetune.sim.view_log import DIRECT, ViewLog
 from hetune.sim.timing_noise import TimingNoise
 from hetune.sim.throughput import DeviceModel
@@ -120,7 +120,7 @@ class Simulation(ExploitSteps, FaultSteps):
         self._procs: dict[int, Any] = {}  # worker id -> its busy process (interrupted when its node fails)
         self._running: dict[int, int] = {}  # worker id -> the trial its process runs
         self._done = self.env.event()  # the last trial stopped (ends a run whose nodes still fail)
-        self.starting: set[int] = set()  # trials whose process is starting on a worker (Tune: PENDING)
+        self.starting = StartingSet(self.trials)  # trials whose process is starting on a worker (Tune: PENDING)
         self.faults = exp.faults if population is None else None
 
     # ----------------------------------------------------------------- set-up

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 
     from hetune.sim.cluster import ClusterConfig
     from hetune.sim.idle import IdleWorkers
+    from hetune.sim.view import StartingSet
 
 
 @dataclass(frozen=True)
@@ -162,7 +163,7 @@ class FaultSteps:
         trials: list[Trial]
         unfinished: int
         remaining: int
-        starting: set[int]
+        starting: StartingSet
         info: Any
         model: Any
 

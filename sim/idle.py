@@ -60,17 +60,17 @@ class IdleWorkers:
         self._next += 1
         group = self._group_of(w)
         self._where[w.id] = (self._next, group)
-        self._groups.setdefault(group, SortedDict())[self._next] = w
+        members = self._groups.get(group)
+        if members is None:
+            members = self._groups[group] = SortedDict()
+        members[self._next] = w
 
     def remove(self, w: Worker) -> None:
         """``w`` is no longer idle (it took work, retired or went down); nothing if it was not idle."""
         if self._order.pop(w.id, None) is None or self._group_of is None:
             return
         seq, group = self._where.pop(w.id)
-        members = self._groups[group]
-        del members[seq]
-        if not members:
-            del self._groups[group]
+        del self._groups[group][seq]  # an emptied group is kept: groups are few, and come back
 
     def in_order(self) -> list[Worker]:
         """The idle workers, in the order they went idle (a copy)."""

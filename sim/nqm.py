@@ -178,8 +178,11 @@ class NQM(LearningModel):
             g[:, 2, 0], g[:, 2, 1], g[:, 2, 2] = a21 * a21, 2 * a21 * a22, a22 * a22
             g[:, 0, 3], g[:, 1, 3], g[:, 2, 3] = lr * lr * self.sigma2, -lr * self.sigma2, self.sigma2
             g[:, 3, 3] = 1.0
-            p = np.linalg.matrix_power(np.nan_to_num(g, nan=_CAP, posinf=_CAP, neginf=-_CAP), k)
-        p = np.nan_to_num(p, nan=_CAP, posinf=_CAP, neginf=-_CAP)
+            # nan_to_num is the identity on finite arrays: the check is cheaper than the copy it makes
+            p = np.linalg.matrix_power(g if np.isfinite(g).all() else np.nan_to_num(g, nan=_CAP, posinf=_CAP,
+                                                                                     neginf=-_CAP), k)
+        if not np.isfinite(p).all():
+            p = np.nan_to_num(p, nan=_CAP, posinf=_CAP, neginf=-_CAP)
         out = (np.ascontiguousarray(p[:, :3, :3]), np.ascontiguousarray(p[:, :3, 3]))
         if len(self._cache) >= _CACHE_SIZE:
             self._cache.clear()

@@ -68,6 +68,22 @@ class Ranking:
         k = self.quantile_size(fraction)
         return [t for _, t in self._keys[len(self._keys) - k:]] if k else []
 
+    def top_excluding(self, fraction: float, trial: int) -> tuple[int, int, int]:
+        """(how many top-quantile trials other than ``trial``, where the quantile starts, ``trial``'s position
+        in it or -1), so that ``top_member`` can pick one without building the list (O(log n))."""
+        k = self.quantile_size(fraction)
+        start = len(self._keys) - k if k else len(self._keys)
+        pos = self.position(trial)
+        inside = pos if pos >= start else -1
+        return (k - (1 if inside >= 0 else 0)), start, inside
+
+    def top_member(self, start: int, inside: int, i: int) -> int:
+        """The ``i``-th (worst first) top-quantile trial, ``inside`` (a position, or -1) passed over."""
+        j = start + i
+        if 0 <= inside <= j:
+            j += 1
+        return self._keys[j][1]
+
     def best(self, n: int) -> list[int]:
         """The ``n`` best trial ids, best first."""
         return [t for _, t in reversed(self._keys[max(0, len(self._keys) - n):])]

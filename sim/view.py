@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import heapq
 from typing import TYPE_CHECKING, Sequence
 
 from hetune.sim.runnable import Ordering
@@ -53,3 +54,36 @@ class EngineView:
 
     def starting(self) -> Sequence[Trial]:
         return [self._sim.trials[t] for t in sorted(self._sim.starting)]
+
+    def least_progressed_starting(self) -> Trial | None:
+        i = self._sim.starting.first()
+        return None if i is None else self._sim.trials[i]
+
+
+class StartingSet(set[int]):
+    """Trials whose process is starting on a worker (Tune: PENDING), with the least progressed found in
+    O(log n): a lazy heap of (iteration, id) (a starting trial does not train, so its key holds).
+
+    Args:
+        trials: every trial of the run, by id (their iterations when they start).
+    """
+
+    def __init__(self, trials: Sequence[Trial]) -> None:
+        super().__init__()
+        self._trials = trials
+        self._heap: list[tuple[int, int]] = []
+
+    def add(self, trial: int) -> None:
+        if trial not in self:
+            super().add(trial)
+            heapq.heappush(self._heap, (self._trials[trial].iteration, trial))
+
+    def first(self) -> int | None:
+        """The id of the starting trial with the least (iteration, id), or None."""
+        heap = self._heap
+        while heap:
+            it, i = heap[0]
+            if i in self and self._trials[i].iteration == it:
+                return i
+            heapq.heappop(heap)  # it started, or its key changed (it failed and was re-added)
+        return None

@@ -230,6 +230,9 @@ class FrozenView:
     def starting(self) -> Sequence[FrozenTrial]:
         return [self.trials[i] for i in self.data["starting"]]
 
+    def least_progressed_starting(self) -> FrozenTrial | None:
+        return min(self.starting(), key=lambda t: (t.iteration, t.id), default=None)
+
 
 @dataclass
 class Replay:

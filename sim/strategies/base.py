@@ -83,6 +83,8 @@ class SimView(Protocol):
     def starting(self) -> Sequence[TrialView]:
         """Trials that a worker is starting (their process is starting: Ray Tune's
         ``PENDING`` status, which makes Ray's PBT pause a trial at its perturbation point)."""
+    def least_progressed_starting(self) -> TrialView | None:
+        """The starting trial with the least (iteration, id), or None (tune-default asks at every question)."""
 
 
 @dataclass(frozen=True)

@@ -53,6 +53,8 @@ class HRFS(Strategy):
     def __init__(self, params: HRFSParams | None = None) -> None:
         super().__init__(params or HRFSParams())
         self._sec_per_iter: dict[int, float] = {}
+        self._fastest = math.inf  # the least of _sec_per_iter: abilities in O(1)
+        self._rate: tuple[tuple[int, float], float] | None = None  # (what it was computed from, strong rate)
 
     def workers(self, cluster: ClusterConfig, step_time_s: StepTimeFn) -> list[WorkerSpec]:
         """One worker per GPU; a CPU node's workers get the cores its RESOURCE_ALLOCATION row names
@@ -65,19 +67,29 @@ class HRFS(Strategy):
         return carve_workers(cluster, cores=cores)
 
     def on_chunk(self, worker: WorkerView, trial: TrialView, iterations: int, seconds: float, view: SimView) -> None:
-        self._sec_per_iter.setdefault(worker.id, seconds / iterations)
+        if worker.id not in self._sec_per_iter:
+            self._sec_per_iter[worker.id] = seconds / iterations
+            self._fastest = min(self._fastest, seconds / iterations)
 
     def ability(self, worker_id: int) -> int:
         """ceil(seconds per iteration / fastest measured); 1 until measured."""
         mine = self._sec_per_iter.get(worker_id)
         if mine is None:
             return 1
-        return max(1, math.ceil(mine / min(self._sec_per_iter.values()) - 1e-9))
+        return max(1, math.ceil(mine / self._fastest - 1e-9))
 
     def _strong_rate(self, view: SimView) -> float:
-        """Iterations per second of the strong workers together."""
-        return sum(1.0 / w.step_time_s for w in view.workers
-                   if not w.retired and self.ability(w.id) < self.params.weak_ability)
+        """Iterations per second of the strong workers together.
+
+        Recomputed only when a worker is first measured or the fastest changes (O(workers) then, not at
+        every weak worker's question): abilities only grow as the fastest falls, so a retired worker (weak
+        when retired) stays weak and out of the sum, and nothing else it reads changes."""
+        key = (len(self._sec_per_iter), self._fastest)
+        if self._rate is None or self._rate[0] != key:
+            rate = sum(1.0 / w.step_time_s for w in view.workers
+                       if not w.retired and self.ability(w.id) < self.params.weak_ability)
+            self._rate = (key, rate)
+        return self._rate[1]
 
     def assign(self, worker: WorkerView, view: SimView) -> Decision:
         half = max(1, view.interval // 2)

@@ -77,14 +77,14 @@ class TuneDefault(Strategy):
         t = view.peek(Ordering.LEAST_PROGRESSED)
         if t is None:
             return IDLE
-        starting = view.starting()  # never r itself when r is at its point (it is not on its way to a worker)
+        first = view.least_progressed_starting()  # never r at its point (it is not on its way to a worker)
         alone = r is not None and t.id == r.id and view.peek(Ordering.LEAST_PROGRESSED, skip={r.id}) is None
-        if r is not None and alone and not starting:
+        if r is not None and alone and first is None:
             return Run(r.id, view.interval)  # nothing waits: PBT continues it in memory
         # Tune stages a paused trial only when PBT picks it (choose_trial_to_run, the least
         # progressed PENDING or PAUSED trial): while that pick is still starting, no paused trial is
         # staged. Trials that never ran are staged in order regardless.
-        if t.status == TrialStatus.PAUSED and any((s.iteration, s.id) <= (t.iteration, t.id) for s in starting):
+        if t.status == TrialStatus.PAUSED and first is not None and (first.iteration, first.id) <= (t.iteration, t.id):
             return IDLE
         return Run(t.id, view.interval, restart=r is not None and t.id == r.id)
 
