@@ -4,12 +4,17 @@
     python bench/bench_sim.py default sweep scale sensitivity
 
 default: the default experiment (20 trials x 1000 iterations on gavel-12), best of 5, one core, under
-         each learning model (nqm, the default, and bell): the ratio is the cost of the model.
+         each learning model (nqm, the default, bell, and skills with its reading noise on): the ratio to bell
+         is the cost of the model.
 sweep:   `hetune sweep --strategies all --seeds 20 --jobs 2` on the default experiment, wall time.
 scale:   N trials x 1000 iterations on a 4,096-GPU cluster (1,024 nodes of 4 GPUs, K80/P100/V100),
-         N = 100, 1,000, 10,000; each point in a fresh process, wall time and peak RSS.
+         N = 100, 1,000, 10,000, every strategy; each point in a fresh process: wall time, events per second,
+         peak RSS, and the ratio to the same point's events per second in the last run (bench/bench_sim_scale.json,
+         rewritten by each run; the host is shared: a ratio below 1 at every point is load, one point far below
+         the others a regression).
 sensitivity: `hetune sweep --sensitivity 200 --strategies all --seeds 10 --jobs 2`, wall time.
-Targets (issue 2): default < 0.5 s; sweep < 60 s; 10,000 trials < 120 s and < 2 GiB;
+Targets (issue 2): default < 0.5 s; sweep < 60 s; 10,000 trials < 120 s and < 2 GiB; (issue "The engine:
+O(1) per event again") 10,000 trials >= 100,000 events per second for every strategy, default < 25 ms;
 (issue "An honest simulator") sensitivity, 200 worlds x all strategies x 10 seeds, < 10 minutes;
 (issue "A learning model in which PBT matters") nqm at most 2x bell's time, in the same run.
 """
@@ -18,6 +23,7 @@ from __future__ import annotations
 
 import tomllib
 import json
+import platform
 import resource
 import subprocess
 import sys
@@ -36,8 +42,9 @@ def bench_default() -> dict:
     from hetune.sim.loader import load_inputs
 
     out = {}
-    for kind in ("nqm", "bell"):
-        inputs = load_inputs(EXP, [f'learning.kind="{kind}"'])
+    for kind in ("nqm", "bell", "skills"):
+        noise = ["learning.params.ar_std=0.05", "learning.params.shared_std=0.04"] if kind == "skills" else []
+        inputs = load_inputs(EXP, [f'learning.kind="{kind}"'] + noise)
         for strategy in ("tune-default", "leader-fusion", "hrfs"):
             times = []
             for seed in range(5):
@@ -87,14 +94,27 @@ def scale_point(trials: int, strategy: str, kind: str = "nqm") -> dict:
             "events": len(res.events), "peak_rss_mib": round(rss_mib)}
 
 
-def bench_scale() -> list[dict]:
+STRATEGIES = ("tune-default", "leader-fusion", "hrfs", "rank-aware", "random-search", "throughput-proportional")
+LAST = REPO / "bench/bench_sim_scale.json"  # the scale figures of the last full run, for the comparison
+
+
+def bench_scale(sizes: tuple[int, ...] = (100, 1000, 10000)) -> list[dict]:
+    """Every strategy at every size (nqm), and tune-default at the largest under bell; each point in a fresh
+    process, with events per second and the ratio to the same point's last recorded figure."""
+    last = {(r["strategy"], r["model"], r["trials"]): r for r in
+            (json.loads(LAST.read_text())["points"] if LAST.is_file() else [])}
     rows = []
-    points = [(s, n, "nqm") for s in ("tune-default", "leader-fusion") for n in (100, 1000, 10000)]
-    for strategy, n, kind in points + [("tune-default", 10000, "bell")]:  # the last: the model's cost at scale
+    points = [(s, n, "nqm") for n in sizes for s in STRATEGIES] + [("tune-default", max(sizes), "bell")]
+    for strategy, n, kind in points:
         out = subprocess.run([sys.executable, __file__, "_point", str(n), strategy, kind], check=True, cwd=REPO,
                              capture_output=True, text=True).stdout
-        rows.append(json.loads(out.strip().splitlines()[-1]))
-        print(f"  {rows[-1]}", flush=True)
+        r = json.loads(out.strip().splitlines()[-1])
+        r["events_per_s"] = round(r["events"] / max(r["wall_s"], 1e-9))
+        before = last.get((strategy, kind, n))
+        # a regression shows as a ratio well below 1 (the host is shared: compare ratios, not seconds)
+        r["vs_last"] = round(r["events_per_s"] / before["events_per_s"], 2) if before else None
+        rows.append(r)
+        print(f"  {r}", flush=True)
     return rows
 
 
@@ -107,20 +127,27 @@ def main(argv: list[str]) -> None:
         times = bench_default()
         for (kind, s), t in times.items():
             ratio = f", {t / times[('bell', s)]:.2f}x bell (target <= 2x)" if kind != "bell" else ""
-            print(f"default experiment, {s}, {kind}: {t * 1000:.0f} ms (target < 500 ms){ratio}", flush=True)
+            print(f"default experiment, {s}, {kind}: {t * 1000:.1f} ms (target < 25 ms){ratio}", flush=True)
     if "sweep" in which:
         print(f"sweep all strategies x 20 seeds, --jobs 2: {bench_sweep():.1f} s (target < 60 s)", flush=True)
     if "sensitivity" in which:
         print(f"sensitivity 200 worlds x all strategies x 10 seeds, --jobs 2: {bench_sensitivity():.0f} s "
               "(target < 600 s)", flush=True)
     if "scale" in which:
-        print("scale (fresh process per point):", flush=True)
+        print("scale (fresh process per point; 10,000 trials: target >= 100,000 events/s and < 2 GiB):", flush=True)
         rows = bench_scale()
-        print("| strategy | model | trials | devices | wall s | events | peak RSS MiB |")
-        print("|---|---|---:|---:|---:|---:|---:|")
+        print("| strategy | model | trials | devices | wall s | events | events/s | vs last run | peak RSS MiB |")
+        print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
         for r in rows:
+            vs = "" if r["vs_last"] is None else f"{r['vs_last']:.2f}x"
             print(f"| {r['strategy']} | {r['model']} | {r['trials']:,} | {r['devices']:,} | {r['wall_s']} | "
-                  f"{r['events']:,} | {r['peak_rss_mib']} |")
+                  f"{r['events']:,} | {r['events_per_s']:,} | {vs} | {r['peak_rss_mib']} |")
+        slow = [r for r in rows if r["vs_last"] is not None and r["vs_last"] < 0.7]
+        for r in slow:
+            print(f"REGRESSION? {r['strategy']} {r['model']} {r['trials']:,} trials: {r['vs_last']:.2f}x the last "
+                  "recorded events per second", flush=True)
+        LAST.write_text(json.dumps({"host": platform.node(), "date": time.strftime("%Y-%m-%d"), "points": rows},
+                                   indent=1) + "\n")
 
 
 if __name__ == "__main__":

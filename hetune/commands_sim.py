@@ -8,7 +8,7 @@ from typing import Any
 
 from hetune.common import add_force_option, add_set_option, add_size_option, default_experiment, positive, progress_bar
 from hetune.sim.size import check_size
-from hetune.sim.errors import ConfigError, RunFailed
+from hetune.sim.errors import ConfigError, EventLimitReached, RunFailed
 from hetune.sim.learning import LearningModelFailed
 
 
@@ -47,8 +47,9 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         from hetune.adapt.hook import PolicyHook
         hooks.append(PolicyHook(Path(args.adapt_policy)))
     try:
-        result = simulate(inputs, inputs.make_strategy(strategy), seed, population, hooks)
-    except LearningModelFailed as exc:  # a user's model failed: what ran before it is kept
+        result = simulate(inputs, inputs.make_strategy(strategy), seed, population, hooks, max_events=args.max_events)
+    except (LearningModelFailed, EventLimitReached) as exc:  # a user's model failed, or the run grew past the
+        # limit: what ran before is kept
         events = getattr(exc, "events", [])
         if events:
             from hetune.sim.events import dumps
@@ -113,7 +114,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         return 0
 
     rows = run_sweep(args.experiment, args.overrides, names, range(args.seeds), out, executor,
-                     resume=args.resume, progress=progress)
+                     resume=args.resume, progress=progress, max_events=args.max_events)
     bar.close()
     info = inputs.experiment.experiment
     rank = ranking(rows, objective=info.objective, budget=info.budget_mode)

@@ -23,7 +23,6 @@ PBT follows Ray Tune's PopulationBasedTraining (sim/exploit.py).
 
 from __future__ import annotations
 
-import math
 from typing import Any, Sequence
 
 import numpy as np
@@ -34,6 +33,7 @@ from hetune.sim.enums import TrialStatus
 from hetune.sim.events import make_event
 from hetune.sim.hooks import MoveHook, move_effects
 from hetune.sim.idle import DispatchPass, IdleWorkers, verify_idle
+from hetune.sim.errors import EventLimitReached
 from hetune.sim.learning import LearningModelFailed
 from hetune.sim.loader import RunInputs
 from hetune.sim.exploit import ExploitSteps
@@ -67,6 +67,7 @@ class Simulation(ExploitSteps, FaultSteps):
     """
 
     hints = "use"  # the strategy's idle groups: "use", "verify" (tests) or "off" (ask every idle worker)
+    max_events = 1 << 62  # the events a run may log before it stops with EventLimitReached
 
     def __init__(self, inputs: RunInputs, strategy: Strategy, seed: int, population: PopulationModel | None = None,
                  hooks: Sequence[MoveHook] = (), view_log: ViewLog | None = None,
@@ -137,6 +138,9 @@ class Simulation(ExploitSteps, FaultSteps):
         return out
 
     def _emit(self, kind: str, trial: Trial | None = None, worker: Worker | None = None, **extra: Any) -> None:
+        if len(self.events) >= self.max_events:  # checked as the run goes: an estimate can be wrong
+            raise EventLimitReached(f"the simulation passed --max-events {self.max_events:,} at t={self.env.now:.0f}s "
+                                    f"(strategy {self.strategy.name!r}, seed {self.seed}); raise it to run on")
         t, w = (None, None, None) if trial is None else (trial.id, trial.iteration, trial.accuracy), worker
         self.events.append(make_event(self.env.now, kind, trial=t[0], iteration=t[1], accuracy=t[2],
                                       worker=None if w is None else w.id, node=None if w is None else w.node,
@@ -351,15 +355,6 @@ class Simulation(ExploitSteps, FaultSteps):
         if t.status != TrialStatus.WAITING:  # synch PBT's barrier, or a replayed clone waiting for its donor
             self._make_runnable(t)
 
-    def _to_time_point(self, t: Trial, w: Worker) -> int:
-        """Iterations until ``t``'s seconds reach its next perturbation point (``time_attr =
-        time_total_s``: Ray's PBT sees every iteration's result, so the point falls on the first
-        iteration past the interval, between evaluations too); unbounded otherwise."""
-        if self.pbt.time_attr != "time_total_s" or not self.strategy.pbt:
-            return self.stop_iterations
-        due = max(t.last_perturbation + self.pbt.perturbation_interval, self.pbt.burn_in) - t.time_total_s
-        return max(1, math.ceil(due / (w.step_time_s * t.step_factor) - 1e-9))
-
     def eval_s(self, dm: DeviceModel, w: Worker) -> float:
         """Seconds of one evaluation on ``w``: DeviceModel.eval_time_s scaled to experiment.eval_samples."""
         return dm.eval_time_s(w.devices, w.kind) * self.info.eval_samples / 10_000
@@ -381,13 +376,16 @@ class Simulation(ExploitSteps, FaultSteps):
 
 def simulate(inputs: RunInputs, strategy: Strategy, seed: int, population: PopulationModel | None = None,
              hooks: Sequence[MoveHook] = (), view_log: ViewLog | None = None,
-             seconds: RecordedSeconds | None = None) -> SimResult:
+             seconds: RecordedSeconds | None = None, max_events: int | None = None) -> SimResult:
     """Simulate one run: ``Simulation(...).run()`` with the view log flushed at the end (the arguments are
-    Simulation's; ``strategy`` a fresh instance, e.g. ``inputs.make_strategy("hrfs")``)."""
+    Simulation's; ``strategy`` a fresh instance, e.g. ``inputs.make_strategy("hrfs")``); past ``max_events``
+    events it stops with EventLimitReached, carrying the events so far."""
     sim = Simulation(inputs, strategy, seed, population, hooks, view_log, seconds)
+    if max_events is not None:
+        sim.max_events = max_events
     try:
         return sim.run()
-    except LearningModelFailed as exc:  # the caller keeps what happened before (events.partial.jsonl)
+    except (LearningModelFailed, EventLimitReached) as exc:  # the caller keeps what ran (events.partial.jsonl)
         exc.events = sim.events
         raise
     finally:

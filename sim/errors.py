@@ -39,6 +39,10 @@ class RunFailed(Exception):
     events: list[dict[str, Any]] | None = None  # what happened before, where the failing run recorded it
 
 
+class EventLimitReached(RunFailed):
+    """A simulation logged more events than it was allowed (``--max-events``): one line, exit status 1."""
+
+
 class WriteFailed(Exception):
     """A result file could not be written (disk full, permission denied); the previous file, if any,
     is intact because every write goes through a temp file and a rename."""

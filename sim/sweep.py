@@ -39,18 +39,20 @@ class Cell:
         overrides: ``--set`` strings.
         strategy: strategy name.
         seed: seed.
+        max_events: events a run may log before it stops (``--max-events``); None: no limit.
     """
 
     experiment: str
     overrides: tuple[str, ...]
     strategy: str
     seed: int
+    max_events: int | None = None
 
 
 def run_cell(cell: Cell) -> dict[str, Any]:
     """Simulate one cell and return its summary row (runs in a worker process or Ray task)."""
     inputs = load_inputs(cell.experiment, list(cell.overrides))
-    result = simulate(inputs, inputs.make_strategy(cell.strategy), cell.seed)
+    result = simulate(inputs, inputs.make_strategy(cell.strategy), cell.seed, max_events=cell.max_events)
     return run_summary(inputs, result.events, cell.strategy, cell.seed)
 
 
@@ -135,7 +137,7 @@ def read_csv(path: Path) -> list[dict[str, Any]]:
 
 def run_sweep(experiment: str, overrides: list[str], strategies: list[str], seeds: Sequence[int], out_dir: Path,
               executor: Executor, resume: bool = False,
-              progress: Callable[[int, int], Any] | None = None) -> list[dict[str, Any]]:
+              progress: Callable[[int, int], Any] | None = None, max_events: int | None = None) -> list[dict[str, Any]]:
     """Run (or finish) a sweep and write its input snapshot (sim/snapshot.py), sweep.csv and ranking.json
     into ``out_dir``.
 
@@ -148,6 +150,7 @@ def run_sweep(experiment: str, overrides: list[str], strategies: list[str], seed
         executor: where cells run.
         resume: keep finished cells of an earlier sweep in ``out_dir`` (same config) and run the rest.
         progress: called with (done, total) after each cell.
+        max_events: events one simulation may log before the sweep stops (finished rows are kept).
     """
     inputs = load_inputs(experiment, overrides)
     for s in strategies:
@@ -167,7 +170,8 @@ def run_sweep(experiment: str, overrides: list[str], strategies: list[str], seed
         rows = [r for r in read_csv(csv_path) if r["strategy"] in strategies and int(r["seed"]) in set(seeds)]
     write_snapshot(out_dir, inputs, "sweep", 0, frozen="before the sweep's cells ran")
     done = {(r["strategy"], int(r["seed"])) for r in rows}
-    cells = [Cell(experiment, tuple(overrides), s, seed) for s in strategies for seed in seeds if (s, seed) not in done]
+    cells = [Cell(experiment, tuple(overrides), s, seed, max_events) for s in strategies for seed in seeds
+             if (s, seed) not in done]
     total = len(strategies) * len(seeds)
     if progress:
         progress(len(done), total)
