@@ -82,6 +82,16 @@ class FitResult:
     residual_lag1: float = math.nan
     readings: int = 0
     runs: int = 0
+    free: list[str] = field(default_factory=list)  # the fitted parameters, in the order of ``mean`` and ``cov``
+    mean: list[float] = field(default_factory=list)  # their estimates, transformed (log where FREE says so)
+    cov: list[list[float]] = field(default_factory=list)  # the Laplace covariance of ``mean``
+
+    def uncertainty(self) -> dict[str, Any]:
+        """``[learning.uncertainty]``: what a simulated seed draws its parameters from (sim/skills.py)."""
+        kinds = {n: k for n, k, _, _ in FREE}
+        return {"names": list(self.free), "transforms": [kinds[n] for n in self.free],
+                "mean": [float(f"{v:.8g}") for v in self.mean],
+                "cov": [[float(f"{v:.8g}") for v in row] for row in self.cov]}
 
     def table(self) -> dict[str, Any]:
         """As plain data (a TOML ``[fit]`` table)."""
@@ -187,7 +197,8 @@ def fit(curves: Sequence[Curve], prior: SkillsParams | None = None, settings: Fi
         params = _from_x(f.x, names, prior)
         rho = min(max(_lag1(_residuals(curves, params)), 0.0), 0.9)
         s2 = 2 * f.cost / max(len(f.fun) - len(names), 1) * (1 + rho) / (1 - rho)
-        se = np.sqrt(np.clip(np.diag(s2 * np.linalg.pinv(f.jac.T @ f.jac)), 0, None))
+        cov = s2 * np.linalg.pinv(f.jac.T @ f.jac)
+        se = np.sqrt(np.clip(np.diag(cov), 0, None))
         lo, hi = _bounds(names)
         weak = [n_ for i, n_ in enumerate(names) if 2 * 1.96 * se[i] > settings.identified_share * (hi[i] - lo[i])
                 or min(f.x[i] - lo[i], hi[i] - f.x[i]) < 1e-6 * (hi[i] - lo[i])]
@@ -199,12 +210,15 @@ def fit(curves: Sequence[Curve], prior: SkillsParams | None = None, settings: Fi
     intervals = {}
     for i, n_ in enumerate(names):
         a, b = f.x[i] - 1.96 * se[i], f.x[i] + 1.96 * se[i]
-        intervals[n_] = (math.exp(a), math.exp(b)) if kinds[n_] == "log" else (a, b)
+        # a parameter the data barely touch can have an interval past any float: capped at e^+-700
+        intervals[n_] = ((math.exp(max(min(a, 700.0), -700.0)), math.exp(max(min(b, 700.0), -700.0)))
+                         if kinds[n_] == "log" else (a, b))
     params = replace(params, **_noise(curves, params, settings.eval_samples))
     res = _residuals(curves, params)
     allres = np.concatenate(res)
     return FitResult(params, intervals, held, sorted(set(weak) - set(held)), float(np.sqrt(np.mean(allres ** 2))),
-                     _lag1(res), len(allres), len(curves))
+                     _lag1(res), len(allres), len(curves), list(names), [float(v) for v in f.x],
+                     [[float(v) for v in row] for row in (cov + cov.T) / 2])
 
 
 def params_table(p: SkillsParams) -> dict[str, Any]:

@@ -61,6 +61,8 @@ def cmd_curves(args: argparse.Namespace) -> int:
     claim_file(Path(args.out), force=args.force, keep_flags="")
     if args.kind == "nqm":
         return _curves_nqm(args)
+    if args.kind == "skills":
+        return _curves_skills(args)
     from hetune.calibrate.curves import describe
 
     params, stats = write_curves(args.events, Path(args.out), args.model, args.dataset,
@@ -89,6 +91,20 @@ def cmd_spread(args: argparse.Namespace) -> int:
     for device, cv in sorted(got["drift"].items()):
         print(f"{device}: drift between {len(args.drift) + 1} calibrations {cv:.1%}")
     print(f"wrote {args.out}")
+    return 0
+
+
+def _curves_skills(args: argparse.Namespace) -> int:
+    from hetune.calibrate.skills_curves import describe, write_fit
+    from hetune.sim.skills import SkillsParams
+
+    if not args.accuracy_scale > 0:
+        raise ConfigError("--accuracy-scale", "", f"must be > 0, got {args.accuracy_scale}")
+    r = write_fit(args.events, Path(args.out), SkillsParams(), metric=args.metric, loss_metric=args.loss_metric,
+                  batch=args.batch_size, momentum=args.momentum, scale=args.accuracy_scale)
+    print(f"skills fitted to {r.runs} curves -> {args.out}")
+    for line in describe(r):
+        print(f"  {line}")
     return 0
 
 
@@ -242,9 +258,12 @@ def _register_calibrate(sub: "argparse._SubParsersAction[argparse.ArgumentParser
     p.add_argument("--calibration", default="", help="base calibration (default: the run folder's)")
     p.add_argument("--model", default="resnet18")
     p.add_argument("--dataset", default="cifar10", choices=["cifar10", "cifar100"])
-    p.add_argument("--kind", default="bell", choices=["bell", "nqm"],
-                   help="bell: the curve surrogate into a calibration file; nqm: the noisy quadratic model into a "
-                        "learning file ([learning] path), from run folders, events or Ray Tune experiment folders")
+    p.add_argument("--kind", default="bell", choices=["bell", "nqm", "skills"],
+                   help="bell: the curve surrogate into a calibration file; nqm or skills: that learning model into a "
+                        "learning file ([learning] path), from run folders, events or Ray Tune experiment folders "
+                        "(skills also: long learning-curve CSVs and digits runs.json; docs/learning.md)")
+    p.add_argument("--accuracy-scale", type=float, default=1.0,
+                   help="skills: divide every reading by this (a metric reported in percent: 100)")
     p.add_argument("--experiment", default=str(shipped("experiments/pbt-resnet18-cifar10.toml")),
                    help="nqm: the experiment whose [learning.nqm] is the prior (start, and kept where the data "
                         "do not identify a parameter) and whose dataset sets chance")

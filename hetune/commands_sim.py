@@ -89,7 +89,11 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     check_size(inputs, args.max_events)
     if args.sensitivity < 0:
         positive(args.sensitivity, "--sensitivity")
-    kind = "sensitivity" if args.sensitivity else "sweep"
+    if args.draws < 0:
+        positive(args.draws, "--draws")
+    if args.draws and args.sensitivity:
+        raise ConfigError("--draws", "", "cannot be combined with --sensitivity (one kind of world per sweep)")
+    kind = "draws" if args.draws else "sensitivity" if args.sensitivity else "sweep"
     out = Path(args.out or f"results/{kind}-{inputs.experiment.experiment.name}")
     claim_folder(out, resume=args.resume, force=args.force)
     if args.address:
@@ -103,6 +107,16 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         bar.n = done
         bar.refresh()
 
+    if args.draws:
+        from hetune.sim.draws import format_draws, run_draws
+
+        bar.total = len(names) * args.seeds * args.draws
+        result = run_draws(args.experiment, args.overrides, names, range(args.seeds), args.draws, out, executor,
+                           resume=args.resume, max_events=args.max_events, progress=progress)
+        bar.close()
+        print(format_draws(result))
+        print(f"(results in {out}/draws.json and {out}/draw-<d>/sweep.csv)")
+        return 0
     if args.sensitivity:
         from hetune.sim.sensitivity import format_robustness, run_sensitivity
 
@@ -160,6 +174,9 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
     p.add_argument("--address", help="run cells as Ray tasks on this Ray cluster (auto or ray://host:port)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     add_set_option(p)
+    p.add_argument("--draws", type=int, default=0, metavar="D",
+                   help="run the sweep in D worlds, each with one draw of the learning model's parameters from its "
+                        "fit's uncertainty, and report how often each strategy ranks first (docs/simulator.md)")
     p.add_argument("--sensitivity", type=int, default=0, metavar="WORLDS",
                    help="perturb the calibration and surrogate within the experiment's [sensitivity] ranges: "
                         "WORLDS worlds x strategies x seeds, and report how often each strategy stays first")

@@ -304,14 +304,23 @@ class LearningConfig:
             sim/surrogate.py), or one you registered.
         nqm: parameters of the noisy quadratic model.
         params: parameters of another registered model, checked against its ``Params``.
-        path: a learning file (``hetune calibrate curves --kind nqm`` writes one) whose
-            ``[learning.nqm]`` replaces ``nqm`` ("" = none); relative to the experiment file.
+        path: a learning file (``hetune calibrate curves --kind nqm`` or ``--kind skills`` writes one)
+            whose ``[learning.nqm]``, or whose kind, ``[learning.params]`` and ``[learning.uncertainty]``,
+            replace these ("" = none); relative to the experiment file.
+        uncertainty: a fit's joint uncertainty (skills): ``names``, ``transforms`` ("lin" or "log"),
+            ``mean`` and ``cov`` of the transformed parameters; each simulated run draws its parameters
+            from it (sim/skills.py), where ``draws`` is on.
+        draws: draw the parameters per run from ``uncertainty`` (false: every run uses the fitted values).
+        draw: which draw every run uses (a sweep's ``--draws`` sets it per world); -1: the run's seed's.
     """
 
     kind: str = "nqm"
     nqm: NQMParams = field(default_factory=NQMParams)
     params: dict[str, Any] = field(default_factory=dict)
     path: str = ""
+    uncertainty: dict[str, Any] = field(default_factory=dict)
+    draws: bool = True
+    draw: int = -1
 
     def check(self) -> Iterator[tuple[str, str]]:
         known = learning_names()
@@ -319,6 +328,38 @@ class LearningConfig:
             yield "kind", f"unknown learning model {self.kind!r} (known: {', '.join(known)})"
         elif self.params and self.kind in ("nqm", "bell"):
             yield "params", f"the {self.kind} model's parameters go in [learning.nqm] or [surrogate], not here"
+        if self.draw < -1:
+            yield "draw", f"must be >= 0, or -1 for the run's seed, got {self.draw}"
+        if self.uncertainty:
+            if self.kind != "skills":
+                yield "uncertainty", f"only the skills model draws its parameters, not {self.kind!r}"
+            else:
+                yield from (("uncertainty", why) for why in uncertainty_problems(self.uncertainty))
+
+
+def uncertainty_problems(u: dict[str, Any]) -> Iterator[str]:
+    """What is wrong with a ``[learning.uncertainty]`` table (nothing where it is well formed)."""
+    names, transforms, mean, cov = u.get("names"), u.get("transforms"), u.get("mean"), u.get("cov")
+    if not (isinstance(names, list) and all(isinstance(n, str) for n in names)):
+        yield "names must be a list of parameter names"
+        return
+    n = len(names)
+    if not (isinstance(transforms, list) and len(transforms) == n and all(t in ("lin", "log") for t in transforms)):
+        yield f"transforms must list \"lin\" or \"log\" for each of the {n} names"
+    if not (isinstance(mean, list) and len(mean) == n and all(_finite(v) for v in mean)):
+        yield f"mean must hold {n} finite numbers"
+    if not (isinstance(cov, list) and len(cov) == n
+            and all(isinstance(r, list) and len(r) == n and all(_finite(v) for v in r) for r in cov)):
+        yield f"cov must be a {n} x {n} table of finite numbers"
+    elif any(cov[i][i] < 0 for i in range(n)):
+        yield "cov has a negative variance on its diagonal"
+    extra = sorted(set(u) - {"names", "transforms", "mean", "cov"})
+    if extra:
+        yield f"unknown key(s) {', '.join(extra)}"
+
+
+def _finite(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
 @dataclass(frozen=True)

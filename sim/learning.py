@@ -56,6 +56,8 @@ class LearningModel:
         self.params = params
         self.batch_size = batch_size
         self.eval_samples = eval_samples
+        self.uncertainty: dict[str, Any] = {}  # [learning.uncertainty] where draws are on (sim/config.py)
+        self.draw = -1  # the draw every run takes; -1: its seed's
 
     @classmethod
     def params_from(cls, learning: Any, bell: Any, where: str) -> Any:
@@ -140,7 +142,10 @@ def create(learning: Any, bell: Any, batch_size: int, eval_samples: int, where: 
         where: the experiment file, for messages about ``[learning.params]``.
     """
     cls = get_class(learning.kind, where)
-    return cls(cls.params_from(learning, bell, where), batch_size, eval_samples)
+    model = cls(cls.params_from(learning, bell, where), batch_size, eval_samples)
+    model.uncertainty = learning.uncertainty if learning.draws else {}
+    model.draw = learning.draw
+    return model
 
 
 def checked(model: LearningModel, value: Any, trial: int, iteration: int) -> float:

@@ -88,7 +88,13 @@ def load_inputs(path: str | Path, overrides: list[str] | None = None) -> RunInpu
             raise ConfigError(where, "learning.path", f"{exp.learning.path} is not a file")
         # the file's parameters replace the experiment's, inline: a snapshot of these inputs then
         # holds them and names no file outside it
-        exp = replace(exp, learning=replace(exp.learning, nqm=load_learning_file(exp.learning.path), path=""))
+        named = exp.learning.path
+        fields = load_learning_file(named)
+        if "params" in fields:  # the experiment's own [learning.params] (and --set) override the file's
+            fields["params"] = {**fields["params"], **exp.learning.params}
+        exp = replace(exp, learning=replace(exp.learning, **fields, path=""))
+        for key, message in exp.learning.check():  # the file's tables against the experiment's settings
+            raise ConfigError(named, f"learning.{key}", message)
     cluster = load_cluster(exp.cluster.path)
     calibration = load_calibration(exp.calibration.path)
     for name in exp.strategies:
@@ -107,12 +113,25 @@ def load_inputs(path: str | Path, overrides: list[str] | None = None) -> RunInpu
     return RunInputs(exp, cluster, calibration, where)
 
 
-def load_learning_file(path: str | Path) -> NQMParams:
-    """The ``[learning.nqm]`` parameters of a learning file, checked like an experiment's."""
+def load_learning_file(path: str | Path) -> dict[str, Any]:
+    """What a learning file sets in ``[learning]``: ``nqm`` from its ``[learning.nqm]``, or, from a file of
+    ``kind = "skills"``, the kind, ``params`` and ``uncertainty``; checked like an experiment's."""
     data = read_toml(path)
     learning = data.get("learning")
+    if isinstance(learning, dict) and learning.get("kind") == "skills":
+        from hetune.sim.skills import SkillsParams
+
+        params = learning.get("params")
+        if not isinstance(params, dict):
+            raise ConfigError(str(path), "learning.params", "missing: a skills learning file holds [learning.params]")
+        from_mapping(SkillsParams, params, str(path), "learning.params")  # checked here, used as a table
+        uncertainty = learning.get("uncertainty", {})
+        if not isinstance(uncertainty, dict):
+            raise ConfigError(str(path), "learning.uncertainty", "must be a table")
+        return {"kind": "skills", "params": params, "uncertainty": uncertainty}
     table = learning.get("nqm") if isinstance(learning, dict) else None
     if table is None:
         raise ConfigError(str(path), "learning.nqm", "missing: a learning file holds [learning.nqm] "
-                                                     "(written by hetune calibrate curves --kind nqm)")
-    return from_mapping(NQMParams, table, str(path), "learning.nqm")  # checked as it is built
+                                                     "(written by hetune calibrate curves --kind nqm), or "
+                                                     "kind = \"skills\" and [learning.params] (--kind skills)")
+    return {"nqm": from_mapping(NQMParams, table, str(path), "learning.nqm")}  # checked as it is built

@@ -45,7 +45,7 @@ real trainable seeds every trial's data order with the run's seed); and the bino
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Iterator, Mapping, NamedTuple
 
 import numpy as np
@@ -163,7 +163,13 @@ class Skills(LearningModel):
         self.run_seed = 0
 
     def for_run(self, seed: int) -> "Skills":
-        m = Skills(self.params, self.batch_size, self.eval_samples)
+        """This model for a run of seed ``seed``: its shared reading term, and, where ``uncertainty`` is
+        set, parameters drawn from it (by the seed, or by ``draw``: every strategy at one seed, or every
+        seed of one sweep world, gets the same draw)."""
+        params = self.params
+        if self.uncertainty:
+            params = draw_params(self.params, self.uncertainty, seed if self.draw < 0 else self.draw)
+        m = Skills(params, self.batch_size, self.eval_samples)
         m.run_seed = seed
         return m
 
@@ -253,3 +259,20 @@ def expected_curve(model: Skills, segments: list[tuple[Mapping[str, Any], int]],
             if state.iteration % every == 0:
                 out.append(model.accuracy(state))
     return out
+
+
+def draw_params(params: SkillsParams, uncertainty: Mapping[str, Any], key: int, tries: int = 100) -> SkillsParams:
+    """``params`` with the uncertain ones drawn jointly from ``uncertainty`` (a normal of the transformed
+    values: log where its transforms say so), by a stream of ``key`` alone. A draw that breaks a
+    parameter's rule (``SkillsParams.check``) is drawn again; after ``tries`` the fitted values stand."""
+    rng = np.random.default_rng([int(key), 0xD4A3])
+    names, kinds = uncertainty["names"], uncertainty["transforms"]
+    mean, cov = np.asarray(uncertainty["mean"], float), np.asarray(uncertainty["cov"], float)
+    for _ in range(tries):
+        x = rng.multivariate_normal(mean, cov, method="eigh")
+        values: dict[str, Any] = {n: float(math.exp(min(v, 700.0)) if k == "log" else v)
+                                  for n, k, v in zip(names, kinds, x)}
+        drawn = replace(params, **values)
+        if not any(True for _ in drawn.check()):
+            return drawn
+    return params

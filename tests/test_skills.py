@@ -100,3 +100,142 @@ def test_the_fit_recovers_a_curve_it_generated():
     r = fit(curves, settings=FitSettings(starts=4))
     assert r.rmse < 0.01
     assert r.params.shared_std < 0.01 and r.params.ar_std < 0.02
+
+
+def _csv(tmp_path, rows: list[dict], name: str = "curves.csv"):
+    import csv as _csv_mod
+    path = tmp_path / name
+    cols = list(rows[0])
+    with path.open("w", newline="") as fh:
+        w = _csv_mod.DictWriter(fh, cols)
+        w.writeheader()
+        w.writerows(rows)
+    return path
+
+
+def _design_rows(params: SkillsParams = DIGITS, scale: float = 1.0) -> list[dict]:
+    rows = []
+    for lr in (0.003, 0.01, 0.03):
+        its = list(range(0, 401, 50))
+        c = Curve("c", 0, ((lr, 0.9, 400),), tuple((i, 0.0) for i in its), 8)
+        for seed in (0, 1):
+            for i, a in zip(its, expected(Skills(params, 8, 0), c)):
+                rows.append({"run_id": f"lr{lr}-s{seed}", "learning_rate": lr, "momentum": 0.9, "batch_size": 8,
+                             "seed": seed, "epoch": i, "test_accuracy": a * scale + 0.01 * (seed - 0.5)})
+    return rows
+
+
+@pytest.mark.slow
+def test_calibrate_curves_skills_writes_a_learning_file_that_simulations_draw_from(tmp_path, capsys):
+    from hetune.cli import main
+
+    out = tmp_path / "fit.toml"
+    path = _csv(tmp_path, _design_rows())
+    assert main(["calibrate", "curves", str(path), "--kind", "skills", "--out", str(out)]) == 0
+    assert "skills fitted to 6 curves" in capsys.readouterr().out
+    base = ["learning.path=" + str(out), 'learning.kind="skills"', "learning.params.ar_std=0.0"]
+    inputs = load_inputs(EXP, base)
+    assert inputs.experiment.learning.kind == "skills" and inputs.experiment.learning.uncertainty["names"]
+    assert inputs.experiment.learning.params["ar_std"] == 0.0  # --set beats the file
+    models = [inputs.make_learning_model().for_run(s).params for s in (3, 3, 4)]
+    assert models[0] == models[1] != models[2]  # one draw per seed, the same for every strategy at it
+    fixed = load_inputs(EXP, base + ["learning.draws=false"]).make_learning_model()
+    assert fixed.for_run(3).params == fixed.for_run(4).params == fixed.params
+    world = load_inputs(EXP, base + ["learning.draw=7"]).make_learning_model()
+    assert world.for_run(3).params == world.for_run(4).params != fixed.params  # a sweep world's one draw
+
+
+@pytest.mark.parametrize("edit, needle", [
+    (lambda rows: [dict(r, test_accuracy=r["test_accuracy"] * 100) for r in rows], "not a fraction in [0, 1]"),
+    (lambda rows: [dict(r, test_accuracy="nan") for r in rows], "must be a finite number"),
+    (lambda rows: [{k: v for k, v in r.items() if k != "seed"} for r in rows], "missing column(s) seed"),
+    (lambda rows: rows[:3] + [rows[4], rows[3]] + rows[5:], "epochs out of order"),
+    (lambda rows: [r for r in rows if r["learning_rate"] == 0.01], "needs runs at 3 or more"),
+])
+def test_bad_curves_get_one_line_exit_2_and_nothing_written(tmp_path, capsys, edit, needle):
+    from hetune.cli import main
+
+    path = _csv(tmp_path, edit(_design_rows()))
+    out = tmp_path / "fit.toml"
+    assert main(["calibrate", "curves", str(path), "--kind", "skills", "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and needle in err and str(path) in err
+    assert not out.exists()
+
+
+@pytest.mark.slow
+def test_a_stated_scale_maps_a_percent_metric(tmp_path):
+    from hetune.cli import main
+
+    path = _csv(tmp_path, _design_rows(scale=100.0))
+    out = tmp_path / "fit.toml"
+    assert main(["calibrate", "curves", str(path), "--kind", "skills", "--out", str(out),
+                 "--accuracy-scale", "100"]) == 0
+
+
+def test_the_cifar10_curves_read_with_their_schedules_and_divergence():
+    from hetune.calibrate.curves_io import csv_curves, schedule_factor
+
+    curves = {c.run: c for c in csv_curves(REPO.parent / "shared/data/learning-curves/cifar10_3c3d.csv")}
+    assert len(curves) == 49
+    assert [round(schedule_factor("trapez", k, 100), 4) for k in (0, 1, 9, 10, 90, 91, 99)] == \
+        [1.0, 0.1, 0.9, 1.0, 1.0, 0.9091, 0.1818]
+    assert schedule_factor("cosine", 50, 100) == pytest.approx(0.5)
+    diverged = [c for c in curves.values() if len(c.readings) < 101]
+    assert len(diverged) == 4 and all(c.readings[0][0] == 0 for c in diverged)
+
+
+def _learning_file(tmp_path, uncertainty: dict | None = None):
+    import tomli_w
+
+    from hetune.calibrate.skills_fit import params_table
+
+    table = {"kind": "skills", "params": params_table(DIGITS)}
+    if uncertainty is not None:
+        table["uncertainty"] = uncertainty
+    path = tmp_path / "learning.toml"
+    path.write_text(tomli_w.dumps({"learning": table}))
+    return path
+
+
+UNCERTAIN = {"names": ["floor_weight", "memo_rate"], "transforms": ["lin", "log"], "mean": [7.4, -4.9],
+             "cov": [[1.0, 0.1], [0.1, 0.2]]}
+
+
+def test_sweep_draws_reports_how_often_each_strategy_ranks_first(tmp_path, capsys):
+    from hetune.cli import main
+
+    lf = _learning_file(tmp_path, UNCERTAIN)
+    out = tmp_path / "draws"
+    assert main(["sweep", "--set", f"learning.path={lf}", "--set", 'learning.kind="skills"', "--strategies",
+                 "tune-default,hrfs", "--seeds", "2", "--draws", "3", "--jobs", "1", "--quiet", "--out", str(out)]) == 0
+    got = json.loads((out / "draws.json").read_text())
+    assert got["draws"] == 3 and sum(got["share_best"].values()) == pytest.approx(1.0)
+    assert [w["draw"] for w in got["worlds"]] == [0, 1, 2] and (out / "draw-2" / "sweep.csv").is_file()
+    assert "share of 3 draws" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("sets, needle", [
+    ([], "--draws needs a learning model with a fit's uncertainty"),
+    (["learning.draws=false"], "--draws needs a learning model with a fit's uncertainty"),
+])
+def test_draws_without_uncertainty_are_refused(tmp_path, capsys, sets, needle):
+    from hetune.cli import main
+
+    lf = _learning_file(tmp_path, UNCERTAIN if sets else None)
+    args = ["sweep", "--set", f"learning.path={lf}", "--set", 'learning.kind="skills"', "--seeds", "1", "--draws",
+            "2", "--quiet", "--out", str(tmp_path / "d")]
+    for s in sets:
+        args += ["--set", s]
+    assert main(args) == 2
+    assert needle in capsys.readouterr().err
+
+
+def test_a_broken_uncertainty_table_is_named(tmp_path, capsys):
+    from hetune.cli import main
+
+    lf = _learning_file(tmp_path, dict(UNCERTAIN, cov=[[1.0]]))
+    assert main(["simulate", "--set", f"learning.path={lf}", "--set", 'learning.kind="skills"',
+                 "--out", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err
+    assert "learning.uncertainty" in err and "cov must be a 2 x 2 table" in err and str(lf) in err
