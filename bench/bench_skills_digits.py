@@ -31,7 +31,7 @@ import numpy as np
 import tomli_w
 
 from hetune.calibrate.curves_io import digits_runs
-from hetune.calibrate.skills_fit import Curve, FitSettings, expected, fit, params_table
+from hetune.calibrate.skills_fit import Curve, FitSettings, coverage, expected, fit, params_table
 from hetune.sim.skills import Skills, SkillsParams
 
 REPO = Path(__file__).resolve().parents[1]
@@ -96,8 +96,14 @@ def main(argv: list[str]) -> None:
         r = fit(curves, prior, settings)
         secs = time.perf_counter() - t0
         scores = {h: score(r.params, d[h], d["const"]) for h in held}
+        # the fitted runs' readings against the simulated 95% range: noise only, and with the parameter draws
+        cover = {"noise": coverage(curves, r.params, None, settings.eval_samples),
+                 "noise_and_draws": coverage(curves, r.params, r.uncertainty(), settings.eval_samples)}
         this["fits"][name] = {"fitted_runs": [c.run for c in curves], "seconds": round(secs, 1), "fit": r.table(),
-                              "scores": scores}
+                              "scores": scores, "coverage": cover}
+        print(f"{form} fit {name}: fitted readings inside the simulated 95% range: noise only "
+              f"{cover['noise']['inside']:.1%} (width {cover['noise']['width']:.3f}), with draws "
+              f"{cover['noise_and_draws']['inside']:.1%} (width {cover['noise_and_draws']['width']:.3f})", flush=True)
         (OUT / f"fit-{name}-{form}.toml").write_text(tomli_w.dumps(
             {"learning": {"kind": "skills", "params": params_table(r.params)}, "fit": r.table()}))
         for h, s in scores.items():

@@ -115,6 +115,43 @@ def expected(model: Skills, curve: Curve) -> np.ndarray:
     return np.array(out)
 
 
+def sample_readings(model: Skills, curve: Curve, rng: np.random.Generator) -> np.ndarray:
+    """One noisy replicate of ``curve``'s readings under ``model`` (a model ``for_run`` of some seed): the
+    trial's deviation and the readings from ``rng``, the run's shared term from the model."""
+    st = model.initial_state(rng)
+    out = []
+    for it, _ in curve.readings:
+        while st.iteration < it:
+            lr, m, end = next((s for s in curve.segments if s[2] > st.iteration), curve.segments[-1])
+            stop = min(it, end) if end > st.iteration else it
+            st = model.advance(st, {"lr": lr, "momentum": m}, stop - st.iteration, rng)
+        out.append(model.observe(st, rng))
+    return np.array(out)
+
+
+def coverage(curves: Sequence[Curve], params: SkillsParams, uncertainty: dict[str, Any] | None, eval_samples: int,
+             replicates: int = 400, seed: int = 0) -> dict[str, float]:
+    """How often the curves' readings fall inside the model's simulated 95% range (each replicate a run of
+    its own seed: its own draw of the parameters where ``uncertainty`` is given, its own noise), and the
+    range's mean width."""
+    sims: dict[str, list[np.ndarray]] = {c.run: [] for c in curves}
+    base = Skills(params, curves[0].batch, eval_samples)
+    base.uncertainty = uncertainty or {}
+    for r in range(replicates):
+        model = base.for_run(seed * 1_000_003 + r)
+        rng = np.random.default_rng([seed, r])
+        for c in curves:  # the runs of one replicate share its seed, as a real design's runs of one seed do
+            sims[c.run].append(sample_readings(model, c, rng))
+    inside, width, n = 0, 0.0, 0
+    for c in curves:
+        lo, hi = np.percentile(np.array(sims[c.run]), [2.5, 97.5], axis=0)
+        real = np.array([a for _, a in c.readings])
+        inside += int(((real >= lo) & (real <= hi)).sum())
+        width += float((hi - lo).sum())
+        n += len(real)
+    return {"inside": inside / n, "width": width / n, "readings": n, "replicates": replicates}
+
+
 def _to_x(p: SkillsParams, names: Sequence[str]) -> np.ndarray:
     kinds = {n: k for n, k, _, _ in FREE}
     return np.array([math.log(getattr(p, n)) if kinds[n] == "log" else getattr(p, n) for n in names])
