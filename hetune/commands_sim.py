@@ -70,6 +70,9 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     return 0
 
 
+MAX_CELLS = 1_000_000  # simulations one sweep runs: its rows (about 2 KB each) stay in memory
+
+
 def cmd_sweep(args: argparse.Namespace) -> int:
     """Simulate strategies x seeds, write the sweep folder and print the ranking."""
 
@@ -83,16 +86,27 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     positive(args.jobs, "--jobs")
     names = (strategies.names() if args.strategies == "all"
              else [s.strip() for s in args.strategies.split(",") if s.strip()])
+    if not names:
+        raise ConfigError("--strategies", "", f"names no strategy ({args.strategies!r}): give 'all' or names "
+                                              "separated by commas")
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise ConfigError("--strategies", "", f"names {', '.join(twice)} more than once")
     for n in names:
         strategies.get_class(n, "--strategies")
-    inputs = load_inputs(args.experiment, args.overrides)
-    check_size(inputs, args.max_events)
     if args.sensitivity < 0:
         positive(args.sensitivity, "--sensitivity")
     if args.draws < 0:
         positive(args.draws, "--draws")
     if args.draws and args.sensitivity:
         raise ConfigError("--draws", "", "cannot be combined with --sensitivity (one kind of world per sweep)")
+    cells = len(names) * args.seeds * max(1, args.sensitivity, args.draws)
+    if cells > MAX_CELLS:  # every cell's row is held in memory and rewritten to sweep.csv: refuse before writing
+        raise ConfigError("--seeds", "", f"{len(names)} strategies x {args.seeds:,} seeds"
+                          + (f" x {max(args.sensitivity, args.draws):,} worlds" if cells > len(names) * args.seeds
+                             else "") + f" = {cells:,} simulations, more than a sweep holds ({MAX_CELLS:,})")
+    inputs = load_inputs(args.experiment, args.overrides)
+    check_size(inputs, args.max_events)
     kind = "draws" if args.draws else "sensitivity" if args.sensitivity else "sweep"
     out = Path(args.out or f"results/{kind}-{inputs.experiment.experiment.name}")
     claim_folder(out, resume=args.resume, force=args.force)

@@ -11,7 +11,8 @@ import csv
 import io
 import json
 import math
-from concurrent.futures import ProcessPoolExecutor, as_completed
+import multiprocessing
+import signal
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Protocol, Sequence
@@ -78,10 +79,21 @@ class LocalExecutor:
             for c in cells:
                 yield fn(c)
             return
-        with ProcessPoolExecutor(max_workers=self.jobs) as pool:
-            futures = [pool.submit(fn, c) for c in cells]
-            for f in as_completed(futures):
-                yield f.result()
+        # Workers ignore SIGINT and the parent ends them: a Ctrl-C (or a failed cell) stops the sweep at
+        # once, where a pool that holds every cell queued would first run them all (its exit waits).
+        pool = multiprocessing.Pool(self.jobs, initializer=_ignore_sigint)
+        try:
+            yield from pool.imap_unordered(fn, cells)
+        except BaseException:
+            pool.terminate()
+            pool.join()
+            raise
+        pool.close()
+        pool.join()
+
+
+def _ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def columns(rows: Iterable[dict[str, Any]]) -> list[str]:
