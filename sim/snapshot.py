@@ -72,8 +72,10 @@ def inputs_hash(inputs: RunInputs) -> str:
     # those runs keep their inputs_hash: learning.path (always "" once loaded: the loader inlines the
     # file it names) and a device model's spreads and per-batch parallel fractions at their defaults
     # (none measured).
-    if exp.get("learning", {}).get("path") == "":
-        exp["learning"].pop("path")
+    learning = exp.get("learning", {})
+    for key, default in (("path", ""), ("uncertainty", {}), ("draws", True), ("draw", -1)):
+        if key in learning and learning[key] == default:
+            learning.pop(key)  # learning.uncertainty, draws and draw came with the skills model's fits
     calibration = to_mapping(inputs.calibration)
     for rows in calibration.get("models", {}).values():
         for row in rows.values():

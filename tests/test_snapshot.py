@@ -138,3 +138,13 @@ def test_the_fidelity_table_refuses_runs_of_different_inputs(tmp_path, monkeypat
         assert exc.value.code == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and "judged with different inputs" in err[0]
+
+
+def test_committed_digits_runs_hash_as_they_were_frozen():
+    """Keys added to the config since (learning.uncertainty, draws, draw) hash as before at their defaults,
+    so the digits fidelity benchmark's runs keep the inputs_hash every one of them recorded."""
+    folders = sorted(p.parent for p in (REPO / "results/fidelity/digits").rglob("inputs.json"))
+    assert len(folders) >= 21
+    for folder in folders:
+        inputs, manifest = load_snapshot(folder)
+        assert inputs_hash(inputs) == manifest["inputs_hash"], folder
