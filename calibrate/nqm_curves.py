@@ -64,6 +64,12 @@ def write_fit(paths: list[str], out: Path, prior: NQMParams, eval_samples: int, 
         use_loss: fit training losses where recorded.
     """
     histories = read_histories(paths, metric, loss_metric, batch, momentum)
+    for h in histories:  # a model of accuracy fitted to another metric predicts nonsense: refuse it here
+        bad = next((r for r in h.readings() if r.accuracy is not None and not 0.0 <= r.accuracy <= 1.0), None)
+        if bad is not None:
+            raise ConfigError(h.source, "", f"trial {h.key}: reading {bad.accuracy:g} of {metric!r} at iteration "
+                                            f"{bad.iteration} is not an accuracy in [0, 1] (the learning models "
+                                            "predict an accuracy; --kind skills takes --accuracy-scale)")
     fit = fit_nqm(histories, prior, eval_samples, use_loss=use_loss)
     table = {n: {k: v for k, v in row.items() if v is not None} for n, row in fit["table"].items()}
     design = fit["design"]

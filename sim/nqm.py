@@ -109,6 +109,10 @@ class NQMParams:
         for name in ("noise", "noise_std", "seed_std"):
             if getattr(self, name) < 0:
                 yield name, f"must be >= 0, got {getattr(self, name)}"
+        # no evaluation swings by more than half the accuracy range; gradient noise past 1e12 overflows
+        for name, most in (("noise_std", 0.5), ("seed_std", 0.5), ("noise", 1e12)):
+            if getattr(self, name) > most:
+                yield name, f"must be at most {most:g}, got {getattr(self, name):g}"
         if not 0 <= self.chance_accuracy < self.max_accuracy <= 1:
             yield "max_accuracy", (f"must be above chance_accuracy ({self.chance_accuracy}) and at most 1, "
                                    f"got {self.max_accuracy}")

@@ -121,10 +121,10 @@ class SkillsParams:
             yield "diverge_eta", f"must be > 0, got {self.diverge_eta}"
         if self.warmup_iterations < 0 or self.batch_ref < 0:
             yield "warmup_iterations" if self.warmup_iterations < 0 else "batch_ref", "must be >= 0"
-        for name in ("ar_std", "shared_std"):
+        for name in ("ar_std", "shared_std"):  # no evaluation swings by more than half the accuracy range
             v = getattr(self, name)
-            if not 0 <= v <= 1:
-                yield name, f"must be in [0, 1] (accuracy units), got {v}"
+            if not 0 <= v <= 0.5:
+                yield name, f"must be in [0, 0.5] (accuracy units), got {v}"
         if self.floor not in ("share", "logit"):
             yield "floor", f'must be "share" or "logit", got {self.floor!r}'
         if self.floor == "share" and self.floor_weight < 0:

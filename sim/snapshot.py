@@ -73,7 +73,8 @@ def inputs_hash(inputs: RunInputs) -> str:
     # file it names) and a device model's spreads and per-batch parallel fractions at their defaults
     # (none measured).
     learning = exp.get("learning", {})
-    for key, default in (("path", ""), ("uncertainty", {}), ("draws", True), ("draw", -1)):
+    added: tuple[tuple[str, Any], ...] = (("path", ""), ("uncertainty", {}), ("draws", True), ("draw", -1))
+    for key, default in added:
         if key in learning and learning[key] == default:
             learning.pop(key)  # learning.uncertainty, draws and draw came with the skills model's fits
     calibration = to_mapping(inputs.calibration)

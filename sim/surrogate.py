@@ -111,8 +111,8 @@ class SurrogateParams:
         for name in ("tau_iterations", "lr_opt", "width_decades", "diverge_lr", "shape"):
             if getattr(self, name) <= 0:
                 yield name, f"must be > 0, got {getattr(self, name)}"
-        if self.noise_std < 0:
-            yield "noise_std", f"must be >= 0, got {self.noise_std}"
+        if not 0 <= self.noise_std <= 0.5:  # no evaluation swings by more than half the accuracy range
+            yield "noise_std", f"must be in [0, 0.5] (accuracy units), got {self.noise_std}"
         if self.ref_batch != 0 and not self.ref_batch >= 1:
             yield "ref_batch", f"must be 0 (the experiment's batch) or a batch of at least 1, got {self.ref_batch}"
         if self.noise_batch <= 0:

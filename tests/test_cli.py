@@ -111,6 +111,10 @@ def _bad(tmp_path: Path, text: str) -> Path:
     (["experiment.budget_cost=-1.0"], "experiment.budget_cost: must be >= 0"),
     (["experiment.objective=\"best_accuracy_at_budget\""], "experiment.objective: best_accuracy_at_budget needs"),
     (["experiment.objective=\"speed\""], "experiment.objective:"),
+    (["learning.nqm.noise_std=5"], "learning.nqm.noise_std: must be at most 0.5"),
+    (["learning.nqm.noise=1e308"], "learning.nqm.noise: must be at most 1e+12"),
+    (["surrogate.noise_std=0.9"], "surrogate.noise_std: must be in [0, 0.5]"),
+    (['learning.kind="skills"', "learning.params.ar_std=0.7"], "learning.params.ar_std: must be in [0, 0.5]"),
 ])
 def test_bad_config_gets_one_line_and_exit_2(tmp_path, capsys, default_experiment, overrides, needle):
     args = ["simulate", default_experiment, "--out", tmp_path / "out"]

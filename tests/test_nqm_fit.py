@@ -150,3 +150,22 @@ def test_a_learning_path_that_is_not_a_learning_file_is_refused(tmp_path, capsys
     assert main(["simulate", str(EXP), "--set", f'learning.path="{tmp_path / "none.toml"}"',
                  "--out", str(tmp_path / "o")]) == 2
     assert "learning.path" in capsys.readouterr().err
+
+
+def test_a_metric_that_is_not_an_accuracy_is_refused_by_both_fits(tmp_path, capsys):
+    """Ray's pbt_example reports mean_accuracy from 0 to 200: a model of accuracy fitted to it predicted a best
+    accuracy of 1.000 (issue "No traceback, no hang, nothing lost", item 4)."""
+    from dataclasses import replace as dc_replace
+
+    _, _, data = generated()
+    scaled = []
+    for h in data:
+        seg = h.segments[0]
+        readings = [dc_replace(r, accuracy=None if r.accuracy is None else 200 * r.accuracy) for r in seg.readings]
+        scaled.append(dc_replace(h, segments=[dc_replace(seg, readings=readings)]))
+    folder = write_tune_folder(tmp_path / "exp", scaled)
+    for kind in ("nqm", "skills"):
+        out = tmp_path / f"{kind}.toml"
+        assert main(["calibrate", "curves", str(folder), "--kind", kind, "--out", str(out)]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and "[0, 1]" in err and not out.exists(), err
