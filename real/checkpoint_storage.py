@@ -9,6 +9,7 @@ that refuses, a bucket that is not there, a local folder that cannot be created 
 from __future__ import annotations
 
 import socket
+import tempfile
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -20,6 +21,9 @@ def open_storage(uri: str, where: str = "--storage") -> tuple[Any, str]:
     """(pyarrow filesystem, path on it) of ``uri``; ConfigError in one line where it cannot be reached."""
     import pyarrow.fs as pafs
 
+    parts = urlsplit(uri)
+    if parts.scheme in ("s3", "gs", "gcs") and not parts.netloc:  # checked before any connection is tried
+        raise ConfigError(where, "", f"checkpoint storage {uri!r} names no bucket ({parts.scheme}://BUCKET/PREFIX)")
     try:
         _endpoint_answers(uri)
         fs, path = pafs.FileSystem.from_uri(uri if "://" in uri else str(Path(uri).expanduser().resolve()))
@@ -54,6 +58,14 @@ def _local_folder_usable(folder: Path, where: str) -> None:
         there = there.parent
     why = ("is not a folder" if not there.is_dir() else
            "is not writable" if not os.access(there, os.W_OK | os.X_OK) else "")
+    if not why:
+        # os.access says yes to root everywhere (/proc included): write and remove a probe file to know
+        try:
+            fd, probe = tempfile.mkstemp(prefix=".hetune-probe-", dir=there)
+            os.close(fd)
+            os.unlink(probe)
+        except OSError as exc:
+            why = f"takes no file ({exc.strerror or exc})"
     if why:
         raise ConfigError(where, "", f"cannot use {str(folder)!r} as checkpoint storage: {str(there)!r} {why}")
 

@@ -107,6 +107,21 @@ def test_a_local_storage_folder_that_cannot_be_written_is_refused_before_anythin
     assert not out.exists()
 
 
+@pytest.mark.parametrize("storage, needle", [
+    ("/proc/hetune-x", "cannot use '/proc/hetune-x' as checkpoint storage"),  # root may "write" there: probed
+    ("s3://", "names no bucket"),
+    ("s3:///prefix", "names no bucket"),
+])
+def test_storage_that_takes_no_file_or_names_no_bucket_is_refused_before_any_connection(tmp_path, capsys,
+                                                                                        storage, needle):
+    out = tmp_path / "run"
+    assert main(["validate", str(REPO / "configs/experiments/smoke-local.toml"), "--strategy", "hrfs", "--out",
+                 str(out), "--quiet", "--set", f'real.storage_path="{storage}"']) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "real.storage_path" in err[0] and needle in err[0], err
+    assert not out.exists()
+
+
 SMOKE = REPO / "configs/experiments/smoke-local.toml"
 # 3 trials on 2 one-core slots, 10 iterations at batch 4, a save and a perturbation every 5
 SHORT = ["--quiet", "--set", "experiment.population=3", "--set", "experiment.stop_iterations=10",
