@@ -9,6 +9,7 @@ from typing import Sequence
 
 from hetune import commands_adapt, commands_real, commands_sim
 from hetune.common import MissingExtra, require_torch, resolve_config, resolve_overrides
+from hetune.sim import plugins
 from hetune.sim.errors import ConfigError, RunFailed, WriteFailed, one_line
 
 
@@ -41,6 +42,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if getattr(args, "needs_torch", False) or getattr(args, "adapt_policy", None):
             require_torch(" ".join(a for a in (args.command, getattr(args, "adapt_command", None)) if a))
         _resolve_paths(args)
+        for spec in getattr(args, "plugins", None) or []:
+            plugins.load(spec, "--plugin", "")
         return int(args.fn(args) or 0)
     except ConfigError as exc:
         print(f"hetune: error: {exc.line()}", file=sys.stderr)

@@ -69,6 +69,9 @@ def add_set_option(p: argparse.ArgumentParser) -> None:
     """Add ``--set dotted.key=value`` (repeatable) to a subcommand."""
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override any config field, e.g. --set cluster.path=configs/clusters/hrfs-lab.toml")
+    p.add_argument("--plugin", dest="plugins", action="append", default=[], metavar="MODULE",
+                   help="import your strategies and learning models first: a module name, a .py file or a package "
+                        "folder (repeatable; docs/learning.md, README 'Adding a strategy')")
 
 
 def add_force_option(p: argparse.ArgumentParser, what: str = "result") -> None:

@@ -9,6 +9,7 @@ from typing import Any, Iterator, Literal
 from hetune.sim.faults import FaultsConfig
 from hetune.sim.learning import names as learning_names
 from hetune.sim.nqm import NQMParams
+from hetune.sim.plugins import PluginsConfig
 from hetune.sim.surrogate import SurrogateParams
 
 
@@ -325,6 +326,11 @@ class LearningConfig:
     def check(self) -> Iterator[tuple[str, str]]:
         known = learning_names()
         if self.kind not in known:
+            from hetune.sim import plugins  # an installed package's entry point, looked up only when needed
+
+            plugins.from_entry_points("learning model", self.kind)
+            known = learning_names()
+        if self.kind not in known:
             yield "kind", f"unknown learning model {self.kind!r} (known: {', '.join(known)})"
         elif self.params and self.kind in ("nqm", "bell"):
             yield "params", f"the {self.kind} model's parameters go in [learning.nqm] or [surrogate], not here"
@@ -334,32 +340,9 @@ class LearningConfig:
             if self.kind != "skills":
                 yield "uncertainty", f"only the skills model draws its parameters, not {self.kind!r}"
             else:
+                from hetune.sim.skills import uncertainty_problems
+
                 yield from (("uncertainty", why) for why in uncertainty_problems(self.uncertainty))
-
-
-def uncertainty_problems(u: dict[str, Any]) -> Iterator[str]:
-    """What is wrong with a ``[learning.uncertainty]`` table (nothing where it is well formed)."""
-    names, transforms, mean, cov = u.get("names"), u.get("transforms"), u.get("mean"), u.get("cov")
-    if not (isinstance(names, list) and all(isinstance(n, str) for n in names)):
-        yield "names must be a list of parameter names"
-        return
-    n = len(names)
-    if not (isinstance(transforms, list) and len(transforms) == n and all(t in ("lin", "log") for t in transforms)):
-        yield f"transforms must list \"lin\" or \"log\" for each of the {n} names"
-    if not (isinstance(mean, list) and len(mean) == n and all(_finite(v) for v in mean)):
-        yield f"mean must hold {n} finite numbers"
-    if not (isinstance(cov, list) and len(cov) == n
-            and all(isinstance(r, list) and len(r) == n and all(_finite(v) for v in r) for r in cov)):
-        yield f"cov must be a {n} x {n} table of finite numbers"
-    elif any(cov[i][i] < 0 for i in range(n)):
-        yield "cov has a negative variance on its diagonal"
-    extra = sorted(set(u) - {"names", "transforms", "mean", "cov"})
-    if extra:
-        yield f"unknown key(s) {', '.join(extra)}"
-
-
-def _finite(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
 @dataclass(frozen=True)
@@ -378,6 +361,7 @@ class ExperimentConfig:
         real: settings of real runs.
         sensitivity: ranges of ``hetune sweep --sensitivity``.
         faults: how nodes fail in simulated runs (sim/faults.py; none by default).
+        plugins: your own modules of strategies and learning models (sim/plugins.py).
     """
 
     experiment: ExperimentInfo
@@ -391,6 +375,7 @@ class ExperimentConfig:
     real: RealConfig = field(default_factory=RealConfig)
     sensitivity: SensitivityRanges = field(default_factory=SensitivityRanges)
     faults: FaultsConfig = field(default_factory=FaultsConfig)
+    plugins: PluginsConfig = field(default_factory=PluginsConfig)
 
     def check(self) -> Iterator[tuple[str, str]]:
         if (self.pbt.time_attr == "training_iteration"

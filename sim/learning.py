@@ -123,6 +123,10 @@ def get_class(name: str, where: str, key: str = "learning.kind") -> type[Learnin
     """The registered class ``name`` or ConfigError listing the known ones."""
     _load_builtin()
     if name not in REGISTRY:
+        from hetune.sim import plugins  # an installed package's entry point, looked up only when needed
+
+        plugins.from_entry_points("learning model", name)
+    if name not in REGISTRY:
         raise ConfigError(where, key, f"unknown learning model {name!r} (known: {', '.join(names())})")
     return REGISTRY[name]
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from hetune.sim import strategies
+from hetune.sim import plugins, strategies
 from hetune.sim.cluster import ClusterConfig, load_cluster
 from hetune.sim.config import ExperimentConfig
 from hetune.sim.errors import ConfigError
@@ -77,7 +77,12 @@ def load_inputs(path: str | Path, overrides: list[str] | None = None) -> RunInpu
         sec = raw.get(section)
         if isinstance(sec, dict) and isinstance(sec.get("path"), str) and sec["path"]:  # "" names no file
             sec["path"] = _resolve(sec["path"], base)
+    plug = raw.get("plugins")
+    if isinstance(plug, dict) and isinstance(plug.get("modules"), list):  # paths in the file: relative to it
+        plug["modules"] = [_resolve(m, base) if isinstance(m, str) and plugins.looks_like_path(m) else m
+                           for m in plug["modules"]]
     raw = apply_overrides(raw, overrides or [])
+    _import_plugins(raw.get("plugins"), where)  # before the names they register are checked
     exp = from_mapping(ExperimentConfig, raw, where)
     for section in ("cluster", "calibration"):
         named = getattr(exp, section).path
@@ -111,6 +116,14 @@ def load_inputs(path: str | Path, overrides: list[str] | None = None) -> RunInpu
                               f"no calibration for device type {device!r} of cluster {exp.cluster.path}")
     check_faults(exp.faults, cluster, where)
     return RunInputs(exp, cluster, calibration, where)
+
+
+def _import_plugins(table: Any, where: str) -> None:
+    modules = table.get("modules", []) if isinstance(table, dict) else []
+    if not isinstance(modules, list) or not all(isinstance(m, str) and m for m in modules):
+        raise ConfigError(where, "plugins.modules", "must be a list of module names or paths")
+    for spec in modules:
+        plugins.load(spec, where)
 
 
 def load_learning_file(path: str | Path) -> dict[str, Any]:

@@ -276,3 +276,28 @@ def draw_params(params: SkillsParams, uncertainty: Mapping[str, Any], key: int, 
         if not any(True for _ in drawn.check()):
             return drawn
     return params
+
+
+def uncertainty_problems(u: dict[str, Any]) -> Iterator[str]:
+    """What is wrong with a ``[learning.uncertainty]`` table (nothing where it is well formed)."""
+    names, transforms, mean, cov = u.get("names"), u.get("transforms"), u.get("mean"), u.get("cov")
+    if not (isinstance(names, list) and all(isinstance(n, str) for n in names)):
+        yield "names must be a list of parameter names"
+        return
+    n = len(names)
+    if not (isinstance(transforms, list) and len(transforms) == n and all(t in ("lin", "log") for t in transforms)):
+        yield f"transforms must list \"lin\" or \"log\" for each of the {n} names"
+    if not (isinstance(mean, list) and len(mean) == n and all(_finite(v) for v in mean)):
+        yield f"mean must hold {n} finite numbers"
+    if not (isinstance(cov, list) and len(cov) == n
+            and all(isinstance(r, list) and len(r) == n and all(_finite(v) for v in r) for r in cov)):
+        yield f"cov must be a {n} x {n} table of finite numbers"
+    elif any(cov[i][i] < 0 for i in range(n)):
+        yield "cov has a negative variance on its diagonal"
+    extra = sorted(set(u) - {"names", "transforms", "mean", "cov"})
+    if extra:
+        yield f"unknown key(s) {', '.join(extra)}"
+
+
+def _finite(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)

@@ -26,6 +26,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from hetune.sim import plugins
 from hetune.sim.errors import ConfigError
 from hetune.sim.loader import RunInputs, load_inputs
 from hetune.sim.schema import to_mapping
@@ -73,6 +74,7 @@ def inputs_hash(inputs: RunInputs) -> str:
     # file it names) and a device model's spreads and per-batch parallel fractions at their defaults
     # (none measured).
     learning = exp.get("learning", {})
+    exp.pop("plugins", None)  # recorded apart, by name and source sha256 (inputs.json "plugins")
     added: tuple[tuple[str, Any], ...] = (("path", ""), ("uncertainty", {}), ("draws", True), ("draw", -1))
     for key, default in added:
         if key in learning and learning[key] == default:
@@ -99,6 +101,8 @@ def snapshot_config(inputs: RunInputs, strategy: str, seed: int) -> dict[str, An
     data["experiment"]["seed"] = seed
     data["cluster"] = {"path": "cluster.toml"}
     data["calibration"] = {"path": "calibration.toml"}
+    # plug-ins by name, never by path: a run folder loads from any clone, its plug-ins from --plugin or imports
+    data["plugins"] = {"modules": sorted(plugins.LOADED)} if plugins.LOADED else {"modules": []}
     return data
 
 
@@ -124,6 +128,8 @@ def write_manifest(folder: Path, judged_hash: str, frozen: str, code: str) -> di
     """inputs.json for the three snapshot files as they are in ``folder`` now."""
     manifest = {"files": {name: _sha256(folder / name) for name in SNAPSHOT_FILES},
                 "inputs_hash": judged_hash, "code_version": code, "frozen": frozen}
+    if plugins.LOADED:  # each plug-in's source, so that compare refuses one that changed
+        manifest["plugins"] = {name: p.sha256 for name, p in sorted(plugins.LOADED.items())}
     atomic_write_json(folder / MANIFEST, manifest)
     return manifest
 
@@ -162,7 +168,9 @@ def load_snapshot(folder: Path, overrides: list[str] | None = None) -> tuple[Run
     """The run's frozen inputs (checked against their hashes), with ``--set`` overrides applied,
     and its manifest."""
     manifest = read_manifest(folder)
-    return load_inputs(folder / "config.toml", overrides), manifest
+    inputs = load_inputs(folder / "config.toml", overrides)
+    plugins.check_recorded(manifest.get("plugins") or {}, str(folder / MANIFEST))
+    return inputs, manifest
 
 
 def version_note(manifest: dict[str, Any]) -> str | None:

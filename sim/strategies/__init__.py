@@ -37,6 +37,10 @@ def parse_params(name: str, table: Mapping[str, Any] | None, where: str) -> Any:
 def get_class(name: str, where: str = "--strategy") -> type[Strategy]:
     """Look up a strategy class or raise ConfigError listing the known names."""
     if name not in REGISTRY:
+        from hetune.sim import plugins  # an installed package's entry point, looked up only when needed
+
+        plugins.from_entry_points("strategy", name)
+    if name not in REGISTRY:
         raise ConfigError(where, "", f"unknown strategy {name!r} (known: {', '.join(names())})")
     return REGISTRY[name]
 
