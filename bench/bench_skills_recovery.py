@@ -49,12 +49,13 @@ def main(argv: list[str]) -> None:
         rmse.append(r.rmse)
         for name, (lo, hi) in r.intervals.items():
             if name not in r.unidentified:
-                inside.setdefault(name, []).append(lo <= getattr(truth, name) <= hi)
+                inside.setdefault(name, []).append(bool(lo <= getattr(truth, name) <= hi))
         print(f"case {case}: {sum(v[-1] for v in inside.values() if v)} of {len(inside)} parameters' intervals hold "
               f"the truth ({time.perf_counter() - t0:.0f} s)", flush=True)
-    table = {n: {"identified_in": len(v), "inside": sum(v), "share": round(sum(v) / len(v), 3)}
+    table = {n: {"identified_in": len(v), "inside": int(sum(v)), "share": round(sum(v) / len(v), 3)}
              for n, v in sorted(inside.items())}
-    out = {"cases": cases, "form": form, "seconds": round(time.perf_counter() - t0), "truth": truth.__dict__,
+    out = {"cases": cases, "form": form, "seconds": round(time.perf_counter() - t0),
+           "truth": {k: (v if isinstance(v, str) else float(v)) for k, v in truth.__dict__.items()},
            "fit_rmse_median": round(float(np.median(rmse)), 4), "parameters": table}
     OUT.write_text(json.dumps(out, indent=1) + "\n")
     for n, v in table.items():

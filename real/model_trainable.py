@@ -34,7 +34,7 @@ import numpy as np
 from ray import tune
 
 from hetune.real.trial_env import maybe_fail, where_am_i
-from hetune.sim import learning
+from hetune.sim import learning, plugins
 from hetune.sim.enums import DeviceKind
 
 SETUP_KEY = "_hetune"  # the same key as the network trainable's
@@ -50,8 +50,10 @@ def learning_setup(inputs: Any) -> dict[str, Any]:
 
     exp, info = inputs.experiment, inputs.experiment.experiment
     bell = inputs.calibration.curves.get(info.model, exp.surrogate)
+    from hetune.sim import plugins
+
     return {"learning": to_mapping(exp.learning), "bell": to_mapping(bell), "batch_size": info.batch_size,
-            "eval_samples": info.eval_samples}
+            "eval_samples": info.eval_samples, "plugins": sorted(plugins.LOADED)}
 
 
 def device_seconds(inputs: Any, sleep: float) -> dict[str, dict[str, float]]:
@@ -88,6 +90,8 @@ class ModelTrainable(tune.Trainable):
     def setup(self, config: dict[str, Any]) -> None:
         self.s = dict(config[SETUP_KEY], trial_index=config.get("trial_index"))
         self.device_type, self.node, _ = where_am_i({})
+        for name in self.s["model_setup"].get("plugins", []):  # shipped by the job's runtime_env (py_modules)
+            plugins.load(name, "model trainable", "")
         self.model = build_model(self.s["model_setup"]).for_run(int(self.s["seed"]))
         seconds = self.s.get("device_seconds", {}).get(self.device_type, {})
         self.sleep_step, self.sleep_eval = float(seconds.get("step_s", 0.0)), float(seconds.get("eval_s", 0.0))

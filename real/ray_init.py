@@ -114,6 +114,10 @@ def init_ray(address: str = "", own: bool = False, **kwargs: Any):
     import ray
 
     check_reachable(address)
+    from hetune.sim import plugins
+
+    if plugins.LOADED and "runtime_env" not in kwargs:  # the user's modules, importable in every worker by name
+        kwargs["runtime_env"] = {"py_modules": sorted(p.path for p in plugins.LOADED.values() if p.path)}
     token = use_token_auth_if_available("" if own else address)
     # Joining a cluster, Ray's C++ client prints its retries straight to fd 2: kept for the message.
     # A new local instance is left alone (its processes would inherit the redirection).

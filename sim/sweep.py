@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Protocol, Sequence
 
+from hetune.sim import plugins
 from hetune.sim.engine import simulate
 from hetune.sim.errors import ConfigError
 from hetune.sim.loader import load_inputs
@@ -41,6 +42,7 @@ class Cell:
         strategy: strategy name.
         seed: seed.
         max_events: events a run may log before it stops (``--max-events``); None: no limit.
+        plugins: plug-in module names the cell imports first (a Ray task's worker has not seen ``--plugin``).
     """
 
     experiment: str
@@ -48,10 +50,13 @@ class Cell:
     strategy: str
     seed: int
     max_events: int | None = None
+    plugins: tuple[str, ...] = ()  # plug-in modules imported (by name) before the cell's experiment is read
 
 
 def run_cell(cell: Cell) -> dict[str, Any]:
     """Simulate one cell and return its summary row (runs in a worker process or Ray task)."""
+    for name in cell.plugins:
+        plugins.load(name, "sweep cell", "")
     inputs = load_inputs(cell.experiment, list(cell.overrides))
     result = simulate(inputs, inputs.make_strategy(cell.strategy), cell.seed, max_events=cell.max_events)
     return run_summary(inputs, result.events, cell.strategy, cell.seed)
@@ -182,8 +187,8 @@ def run_sweep(experiment: str, overrides: list[str], strategies: list[str], seed
         rows = [r for r in read_csv(csv_path) if r["strategy"] in strategies and int(r["seed"]) in set(seeds)]
     write_snapshot(out_dir, inputs, "sweep", 0, frozen="before the sweep's cells ran")
     done = {(r["strategy"], int(r["seed"])) for r in rows}
-    cells = [Cell(experiment, tuple(overrides), s, seed, max_events) for s in strategies for seed in seeds
-             if (s, seed) not in done]
+    cells = [Cell(experiment, tuple(overrides), s, seed, max_events, tuple(sorted(plugins.LOADED)))
+             for s in strategies for seed in seeds if (s, seed) not in done]
     total = len(strategies) * len(seeds)
     if progress:
         progress(len(done), total)

@@ -112,3 +112,21 @@ def test_an_installed_entry_point_is_loaded_only_when_its_name_is_unknown(user_f
     assert main(["simulate", "--strategy", "most-progressed-first", "--out", str(tmp_path / "b")]) == 0
     assert asked == ["hetune.strategies"] and "mystrat" in plugins.LOADED
     assert "mystrat" in json.loads((tmp_path / "b" / "inputs.json").read_text())["plugins"]
+
+
+@pytest.mark.slow
+@pytest.mark.ray
+def test_a_plugin_model_trains_in_every_ray_worker_and_compare_judges_it(user_files, tmp_path, capsys):
+    """validate ships the plug-ins in the job's runtime_env (py_modules): Ray's own PBT runs the user's
+    learning model in the model trainable of every worker, and compare judges the run with it."""
+    smoke = REPO / "configs/experiments/smoke-local.toml"
+    flags = ["--plugin", str(user_files / "mymodel.py")]
+    out = tmp_path / "run"
+    assert main(["validate", str(smoke), "--strategy", "tune-default", "--plain", "--out", str(out), "--quiet",
+                 "--set", 'real.trainable="model"', "--set", "real.model_sleep=0",
+                 "--set", 'learning.kind="exp-approach"'] + flags) == 0
+    events = [json.loads(line) for line in (out / "events.jsonl").read_text().splitlines()]
+    assert {e["trial"] for e in events if e["kind"] == "stop"} == {0, 1, 2, 3}
+    assert "mymodel" in json.loads((out / "inputs.json").read_text())["plugins"]
+    capsys.readouterr()
+    assert main(["compare", str(out)] + flags) == 0
