@@ -16,6 +16,8 @@ tuned to their outcome): the fidelity benchmark uses its separate curve run.
 
 from __future__ import annotations
 
+import json
+
 import math
 import statistics
 from collections import defaultdict
@@ -79,6 +81,14 @@ def run_spreads(runs: list[str]) -> dict[str, dict[str, Any]]:
     return dict(out)
 
 
+def _frozen(folder: Path) -> str:
+    """The manifest's note of when a run folder's inputs were frozen ("" without one)."""
+    try:
+        return str(json.loads((folder / "inputs.json").read_text()).get("frozen", ""))
+    except (OSError, ValueError, AttributeError):
+        return ""
+
+
 def drift_spreads(base: Path, others: list[Path]) -> dict[str, dict[str, float]]:
     """Per (model, device type) of ``base`` also calibrated in every other file: the drift spread."""
     cals = [load_calibration(p) for p in [base, *others]]
@@ -122,6 +132,20 @@ def write_spread(base: Path, runs: list[str], drift: list[Path], model: str, out
     rows = cal.models.get(model)
     if not rows:
         raise ConfigError(str(base), "models", f"has no rows for {model!r}")
+    for r in runs:  # a simulated run's seconds are the calibration's own: they measure nothing
+        folder = Path(r) if Path(r).is_dir() else Path(r).parent
+        frozen = _frozen(folder)
+        if "simulated" in frozen:
+            raise ConfigError(r, "", "a simulated run: its seconds come from a calibration, not a machine; name "
+                                     "real runs (hetune validate)")
+    for p in [base, *drift] if drift else []:
+        if not str(read_toml(p).get("provenance", {}).get("host", "")).strip():
+            raise ConfigError(str(p), "provenance.host", "missing: drift is measured between calibrations of one "
+                                                         "host (hetune calibrate records it); published rows have none")
+    hosts = {str(read_toml(p)["provenance"]["host"]) for p in [base, *drift]} if drift else set()
+    if len(hosts) > 1:
+        raise ConfigError(str(drift[0]), "provenance.host", f"calibrations of {len(hosts)} hosts "
+                                                            f"({', '.join(sorted(hosts))}): drift needs one host's")
     measured = run_spreads(runs) if runs else {}
     for device in measured:
         if device not in rows:

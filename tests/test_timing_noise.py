@@ -144,6 +144,21 @@ def test_spread_refuses_what_it_cannot_measure_and_writes_nothing(tmp_path, caps
     assert not out.exists()
 
 
+def test_spread_refuses_simulated_runs_and_calibrations_of_no_host(tmp_path, capsys):
+    base, out = str(FIDELITY / "calibration.toml"), tmp_path / "cal.toml"
+    sim = tmp_path / "sim"
+    assert main(["simulate", "--out", str(sim)]) == 0
+    capsys.readouterr()
+    assert main(["calibrate", "spread", base, "--runs", str(sim), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "a simulated run" in err and len(err.strip().splitlines()) == 1
+    published = REPO / "configs/calibration/reference.toml"  # rows from publications: no measuring host
+    assert main(["calibrate", "spread", base, "--drift", str(published), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "provenance.host: missing" in err and str(published) in err
+    assert not out.exists()
+
+
 def test_compare_refuses_too_few_seeds_for_a_95_percent_range(tmp_path, capsys):
     assert main(["compare", str(FIDELITY / "runs/hrfs-s0"), "--seeds", "20"]) == 2
     assert ">= 39" in capsys.readouterr().err
