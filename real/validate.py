@@ -254,7 +254,7 @@ def _trial_space(plan: _Plan) -> tuple[Any, dict[str, Any]]:
 
     exp, info, seed = plan.inputs.experiment, plan.inputs.experiment.experiment, plan.seed
     rng_root = np.random.SeedSequence(seed)
-    initial = [sample_config(exp.pbt.mutations, np.random.default_rng(ss))
+    initial = [sample_config(exp.pbt.mutations, np.random.default_rng(ss), exp.pbt.initial_config)
                for ss in rng_root.spawn(info.population)]  # the simulator's population for this seed
     slowdowns = {d: s.emulated_slowdown for d, s in plan.inputs.cluster.devices.items()}
     setup = {"model": info.model, "dataset": info.dataset, "num_classes": info.num_classes,

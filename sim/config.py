@@ -21,14 +21,14 @@ class Mutation:
         kind: "uniform" or "loguniform" over [low, high], or "choice" among ``values``.
         low: lower bound (continuous kinds).
         high: upper bound (continuous kinds).
-        values: ordered choices (kind "choice"); explore moves to a neighbour.
+        values: ordered choices (kind "choice"); explore moves to a neighbour. Integers stay integers.
         clip: keep perturbed values inside [low, high] (HRFS does; Ray Tune does not).
     """
 
     kind: Literal["uniform", "loguniform", "choice"]
     low: float = 0.0
     high: float = 0.0
-    values: tuple[float, ...] = ()
+    values: tuple[int | float, ...] = ()
     clip: bool = False
 
     def check(self) -> Iterator[tuple[str, str]]:
@@ -61,6 +61,9 @@ class PBTConfig:
             (iterations) or "time_total_s" (the trial's accumulated training seconds, Ray's default:
             on a mixed cluster a trial on a slow device perturbs after fewer iterations).
         mutations: per hyperparameter, how it is sampled and explored.
+        initial_config: values every trial starts from, in place of a draw (Ray Tune: constants in the
+            ``config`` beside ``hyperparam_mutations``; pbt_example.py starts every trial at lr 0.0001);
+            explore perturbs them from the first perturbation on.
     """
 
     mutations: dict[str, Mutation]
@@ -73,8 +76,11 @@ class PBTConfig:
     perturbation_factors: tuple[float, ...] = (1.2, 0.8)
     synch: bool = False
     time_attr: Literal["training_iteration", "time_total_s"] = "training_iteration"
+    initial_config: dict[str, int | float] = field(default_factory=dict)
 
     def check(self) -> Iterator[tuple[str, str]]:
+        for key in sorted(set(self.initial_config) - set(self.mutations)):
+            yield f"initial_config.{key}", f"not a mutated hyperparameter ({', '.join(sorted(self.mutations))})"
         if self.perturbation_interval < 1:
             yield "perturbation_interval", f"must be >= 1, got {self.perturbation_interval}"
         if self.burn_in < 0:
@@ -214,6 +220,7 @@ class RealConfig:
             on known dynamics, no torch, no data).
         model_sleep: with trainable "model", each step and evaluation sleeps this multiple of its
             calibrated seconds (0: as fast as Ray allows), so time_total_s means device seconds.
+        reuse_actors: Ray Tune's ``reuse_actors``; only false, its 2.60 default, which hetune models.
     """
 
     data_dir: str = ""
@@ -226,8 +233,12 @@ class RealConfig:
     fail_once_at_step: int = 0
     trainable: Literal["network", "model"] = "network"
     model_sleep: float = 1.0
+    reuse_actors: bool = False
 
     def check(self) -> Iterator[tuple[str, str]]:
+        if self.reuse_actors:
+            yield "reuse_actors", ("hetune models Ray Tune 2.60's default, off: a paused or exploited trial restarts "
+                                   "its actor, and the simulator charges that restart (docs/ray.md)")
         if self.threads < 1:
             yield "threads", f"must be >= 1, got {self.threads}"
         if not 1 <= self.synthetic_train <= 50_000:  # CIFAR's training set size: written to disk before a run

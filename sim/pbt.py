@@ -24,15 +24,18 @@ def sample_value(m: Mutation, rng: np.random.Generator) -> float:
         rng: the stream to draw from.
     """
     if m.kind == "choice":
-        return float(m.values[int(rng.integers(len(m.values)))])
+        return m.values[int(rng.integers(len(m.values)))]  # an integer choice stays an integer
     if m.kind == "loguniform":
         return float(np.exp(rng.uniform(np.log(m.low), np.log(m.high))))
     return float(rng.uniform(m.low, m.high))
 
 
-def sample_config(mutations: Mapping[str, Mutation], rng: np.random.Generator) -> dict[str, float]:
-    """Draw an initial configuration, keys in sorted order for determinism."""
-    return {k: sample_value(mutations[k], rng) for k in sorted(mutations)}
+def sample_config(mutations: Mapping[str, Mutation], rng: np.random.Generator,
+                  fixed: Mapping[str, float] | None = None) -> dict[str, float]:
+    """Draw an initial configuration, keys in sorted order for determinism; ``fixed`` values (pbt.initial_config)
+    replace their draws, which are still made, so the rest of the stream is as without them."""
+    drawn = {k: sample_value(mutations[k], rng) for k in sorted(mutations)}
+    return {**drawn, **(fixed or {})}
 
 
 def explore(config: Mapping[str, float], pbt: PBTConfig,
@@ -55,13 +58,13 @@ def explore(config: Mapping[str, float], pbt: PBTConfig,
         if m.kind == "choice":
             values = list(m.values)
             if rng.random() < pbt.resample_probability or old not in values:
-                new[key] = float(values[int(rng.integers(len(values)))])
+                new[key] = values[int(rng.integers(len(values)))]
                 ops[key] = "resample"
             else:
                 shift = -1 if rng.random() < 0.5 else 1
                 idx = values.index(old)
                 new_idx = min(max(idx + shift, 0), len(values) - 1)
-                new[key] = float(values[new_idx])
+                new[key] = values[new_idx]
                 ops[key] = f"shift {'left' if shift < 0 else 'right'}{' (noop)' if idx == new_idx else ''}"
         else:
             if rng.random() < pbt.resample_probability:

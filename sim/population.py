@@ -71,7 +71,7 @@ class SurrogatePopulation:
         return default
 
     def initial_config(self, trial_id: int, rng: np.random.Generator) -> dict[str, float]:
-        return pbt_math.sample_config(self.pbt.mutations, rng)
+        return pbt_math.sample_config(self.pbt.mutations, rng, self.pbt.initial_config)
 
     def initial_state(self, trial: Any) -> Any:
         return call(self.model, "initial_state", trial.id, trial.iteration, self.model.initial_state, trial.rng)

@@ -75,6 +75,10 @@ def inputs_hash(inputs: RunInputs) -> str:
     # (none measured).
     learning = exp.get("learning", {})
     exp.pop("plugins", None)  # recorded apart, by name and source sha256 (inputs.json "plugins")
+    if exp.get("pbt", {}).get("initial_config") == {}:  # came later: hashes as before at its default
+        exp["pbt"].pop("initial_config")
+    if exp.get("real", {}).get("reuse_actors") is False:
+        exp["real"].pop("reuse_actors")
     added: tuple[tuple[str, Any], ...] = (("path", ""), ("uncertainty", {}), ("draws", True), ("draw", -1))
     for key, default in added:
         if key in learning and learning[key] == default:
