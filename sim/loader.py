@@ -9,7 +9,7 @@ from typing import Any
 from hetune.sim import plugins, strategies
 from hetune.sim.cluster import ClusterConfig, load_cluster
 from hetune.sim.config import ExperimentConfig
-from hetune.sim.errors import ConfigError
+from hetune.sim.errors import ConfigError, one_line
 from hetune.sim.faults import check_faults
 from hetune.sim.nqm import NQMParams
 from hetune.sim.schema import from_mapping, to_mapping
@@ -83,7 +83,10 @@ def load_inputs(path: str | Path, overrides: list[str] | None = None) -> RunInpu
                            for m in plug["modules"]]
     raw = apply_overrides(raw, overrides or [])
     _import_plugins(raw.get("plugins"), where)  # before the names they register are checked
-    exp = from_mapping(ExperimentConfig, raw, where)
+    try:
+        exp = from_mapping(ExperimentConfig, raw, where)
+    except ConfigError as exc:
+        raise _blame_override(exc, overrides or []) from None
     for section in ("cluster", "calibration"):
         named = getattr(exp, section).path
         if not Path(named).is_file():  # name the key that points at nothing, not only the path
@@ -116,6 +119,15 @@ def load_inputs(path: str | Path, overrides: list[str] | None = None) -> RunInpu
                               f"no calibration for device type {device!r} of cluster {exp.cluster.path}")
     check_faults(exp.faults, cluster, where)
     return RunInputs(exp, cluster, calibration, where)
+
+
+def _blame_override(exc: ConfigError, overrides: list[str]) -> ConfigError:
+    """``exc`` naming the ``--set`` that put the bad value there, not the experiment file it went into."""
+    for text in reversed(overrides):
+        key = text.split("=", 1)[0].strip()
+        if exc.key and (exc.key == key or exc.key.startswith(key + ".") or key.startswith(exc.key + ".")):
+            return ConfigError(f"--set {one_line(text)}", exc.key, exc.message)
+    return exc
 
 
 def _import_plugins(table: Any, where: str) -> None:
