@@ -74,8 +74,11 @@ def score(params, held: list[Curve], const: list[Curve]) -> dict:
 
 def main(argv: list[str]) -> None:
     d = design()
-    settings = FitSettings()
     form = argv[argv.index("--form") + 1] if "--form" in argv else "share"
+    # both forms were scored with independent readings (ols); "share-gls" is the share form with the readings'
+    # covariance in the likelihood (calibrate/skills_gls.py), scored after both
+    settings = FitSettings(likelihood="gls" if form.endswith("-gls") else "ols")
+    form_name, form = form, form.removesuffix("-gls")
     prior = SkillsParams(floor=form)
     if "--insample" in argv:
         t0 = time.perf_counter()
@@ -101,17 +104,17 @@ def main(argv: list[str]) -> None:
                  "noise_and_draws": coverage(curves, r.params, r.uncertainty(), settings.eval_samples)}
         this["fits"][name] = {"fitted_runs": [c.run for c in curves], "seconds": round(secs, 1), "fit": r.table(),
                               "scores": scores, "coverage": cover}
-        print(f"{form} fit {name}: fitted readings inside the simulated 95% range: noise only "
+        print(f"{form_name} fit {name}: fitted readings inside the simulated 95% range: noise only "
               f"{cover['noise']['inside']:.1%} (width {cover['noise']['width']:.3f}), with draws "
               f"{cover['noise_and_draws']['inside']:.1%} (width {cover['noise_and_draws']['width']:.3f})", flush=True)
-        (OUT / f"fit-{name}-{form}.toml").write_text(tomli_w.dumps(
+        (OUT / f"fit-{name}-{form_name}.toml").write_text(tomli_w.dumps(
             {"learning": {"kind": "skills", "params": params_table(r.params)}, "fit": r.table()}))
         for h, s in scores.items():
-            print(f"{form} fit {name} -> {h}: rmse {s['rmse_mean']} (target <= {s['target']}, baseline "
+            print(f"{form_name} fit {name} -> {h}: rmse {s['rmse_mean']} (target <= {s['target']}, baseline "
                   f"{s['baseline_rmse']}), single {s['rmse_single']}, gain {s['gain_predicted']:+.3f} vs real "
                   f"{s['gain_real']:+.3f}; fit rmse {r.rmse:.4f}, not identified {r.unidentified}, {secs:.1f} s",
                   flush=True)
-    out["forms"][form] = this
+    out["forms"][form_name] = this
     path.write_text(json.dumps(out, indent=1) + "\n")
 
 

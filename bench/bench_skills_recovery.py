@@ -2,13 +2,13 @@
 training", target: each identified parameter inside its 95% interval in at least 90% of at least 80 cases,
 in under 30 minutes).
 
-    python bench/bench_skills_recovery.py [--cases 80] [--form share]
+    python bench/bench_skills_recovery.py [--cases 80] [--form share] [--likelihood gls|ols]
 
 The design is the digits one (results/digits/1000-drop700: lr 0.003, 0.01, 0.03 constant and 0.03 dropped
 10x at 700, 3 seeds, a reading every 50 iterations up to 1,000). The truth is the fit of those 12 runs
 (fit B of bench/bench_skills_digits.py). Each case generates every run with the model's noise (the runs of
 one seed share its reading term, as real runs of one seed do), fits them, and checks, for every parameter
-the fit calls identified, whether its 95% interval holds the truth. Writes results/skills-digits/recovery.json.
+the fit calls identified, whether its 95% interval holds the truth. Writes results/skills-digits/recovery-<likelihood>.json.
 """
 
 from __future__ import annotations
@@ -26,14 +26,16 @@ from hetune.calibrate.skills_fit import FitSettings, fit, sample_readings
 from hetune.sim.skills import Skills, SkillsParams
 
 REPO = Path(__file__).resolve().parents[1]
-OUT = REPO / "results/skills-digits/recovery.json"
+OUT = REPO / "results/skills-digits"
 
 
 def main(argv: list[str]) -> None:
     cases = int(argv[argv.index("--cases") + 1]) if "--cases" in argv else 80
     form = argv[argv.index("--form") + 1] if "--form" in argv else "share"
+    likelihood = argv[argv.index("--likelihood") + 1] if "--likelihood" in argv else "gls"
+    settings = FitSettings(likelihood=likelihood)
     design = digits_runs(REPO / "results/digits/1000-drop700/runs.json")
-    truth = fit(design, SkillsParams(floor=form), FitSettings()).params
+    truth = fit(design, SkillsParams(floor=form), settings).params
     t0 = time.perf_counter()
     inside: dict[str, list[bool]] = {}
     rmse = []
@@ -45,7 +47,7 @@ def main(argv: list[str]) -> None:
             for c in (c for c in design if c.seed == seed):
                 y = sample_readings(model, c, rng)
                 curves.append(replace(c, readings=tuple((i, float(v)) for (i, _), v in zip(c.readings, y))))
-        r = fit(curves, SkillsParams(floor=form), FitSettings())
+        r = fit(curves, SkillsParams(floor=form), settings)
         rmse.append(r.rmse)
         for name, (lo, hi) in r.intervals.items():
             if name not in r.unidentified:
@@ -54,10 +56,10 @@ def main(argv: list[str]) -> None:
               f"the truth ({time.perf_counter() - t0:.0f} s)", flush=True)
     table = {n: {"identified_in": len(v), "inside": int(sum(v)), "share": round(sum(v) / len(v), 3)}
              for n, v in sorted(inside.items())}
-    out = {"cases": cases, "form": form, "seconds": round(time.perf_counter() - t0),
+    out = {"cases": cases, "form": form, "likelihood": likelihood, "seconds": round(time.perf_counter() - t0),
            "truth": {k: (v if isinstance(v, str) else float(v)) for k, v in truth.__dict__.items()},
            "fit_rmse_median": round(float(np.median(rmse)), 4), "parameters": table}
-    OUT.write_text(json.dumps(out, indent=1) + "\n")
+    (OUT / f"recovery-{likelihood}.json").write_text(json.dumps(out, indent=1) + "\n")
     for n, v in table.items():
         mark = "met" if v["share"] >= 0.9 and v["identified_in"] >= 80 else "missed"
         print(f"{n:18s} identified in {v['identified_in']:3d} of {cases} cases, inside {v['share']:.1%} ({mark})")

@@ -67,6 +67,9 @@ class FitSettings:
     max_nfev: int = 400
     eval_samples: int = 500  # test images of an evaluation (the binomial part of the reading noise)
     identified_share: float = 1.0  # not identified: a 95% interval wider than this share of the bound range
+    # "gls": the readings' covariance (shared per seed and iteration, autocorrelated per run) in the likelihood
+    # (calibrate/skills_gls.py); "ols": independent readings, the AR(1) lag widening the intervals (the first)
+    likelihood: str = "gls"
     hold_unidentified: bool = False  # hold those at the prior and fit again (off: the priors are guesses)
 
 
@@ -184,16 +187,18 @@ def _lag1(res: list[np.ndarray]) -> float:
     return float(np.corrcoef(a, b)[0, 1])
 
 
-def _fit_mean(curves: Sequence[Curve], names: list[str], prior: SkillsParams, settings: FitSettings) -> Any:
+def _fit_mean(curves: Sequence[Curve], names: list[str], prior: SkillsParams, settings: FitSettings,
+              whiten: Any = None, start: np.ndarray | None = None) -> Any:
     lo, hi = _bounds(names)
     rng = np.random.default_rng(settings.seed)
 
     def fun(x: np.ndarray) -> np.ndarray:
-        return np.concatenate(_residuals(curves, _from_x(x, names, prior)))
+        res = _residuals(curves, _from_x(x, names, prior))
+        return np.concatenate(res) if whiten is None else whiten(res)
 
     best = None
-    for i in range(settings.starts):
-        x0 = np.clip(_to_x(prior, names), lo, hi) if i == 0 else rng.uniform(lo, hi)
+    for i in range(settings.starts if start is None else 1):
+        x0 = start if start is not None else np.clip(_to_x(prior, names), lo, hi) if i == 0 else rng.uniform(lo, hi)
         f = least_squares(fun, x0, bounds=(lo, hi), max_nfev=settings.max_nfev)
         if best is None or f.cost < best.cost:
             best = f
@@ -234,6 +239,14 @@ def fit(curves: Sequence[Curve], prior: SkillsParams | None = None, settings: Fi
         params = _from_x(f.x, names, prior)
         rho = min(max(_lag1(_residuals(curves, params)), 0.0), 0.9)
         s2 = 2 * f.cost / max(len(f.fun) - len(names), 1) * (1 + rho) / (1 - rho)
+        if settings.likelihood == "gls":  # again, with each seed's readings whitened (calibrate/skills_gls.py)
+            from hetune.calibrate.skills_gls import whitener
+
+            for _ in range(2):  # the noise from the last fit's residuals, the fit from the noise
+                noisy = replace(params, **_noise(curves, params, settings.eval_samples))
+                f = _fit_mean(curves, names, prior, settings, whitener(curves, noisy, settings.eval_samples), f.x)
+                params = _from_x(f.x, names, prior)
+            s2 = max(1.0, 2 * f.cost / max(len(f.fun) - len(names), 1))  # whitened: about 1 if the noise is right
         cov = s2 * np.linalg.pinv(f.jac.T @ f.jac)
         se = np.sqrt(np.clip(np.diag(cov), 0, None))
         lo, hi = _bounds(names)
