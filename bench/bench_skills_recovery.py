@@ -8,7 +8,8 @@ The design is the digits one (results/digits/1000-drop700: lr 0.003, 0.01, 0.03 
 10x at 700, 3 seeds, a reading every 50 iterations up to 1,000). The truth is the fit of those 12 runs
 (fit B of bench/bench_skills_digits.py). Each case generates every run with the model's noise (the runs of
 one seed share its reading term, as real runs of one seed do), fits them, and checks, for every parameter
-the fit calls identified, whether its 95% interval holds the truth. Writes results/skills-digits/recovery-<likelihood>.json.
+the fit calls identified, whether its 95% interval holds the truth.
+Writes results/skills-digits/recovery-<likelihood>.json.
 """
 
 from __future__ import annotations

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import importlib.resources
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -14,10 +15,37 @@ DEFAULT_EXPERIMENT_NAME = "experiments/pbt-resnet18-cifar10.toml"
 
 
 def progress_bar(quiet: bool, **kwargs: Any) -> Any:
-    """A tqdm bar on stderr, drawn only when stderr is a terminal (a log file gets no frames) and not ``quiet``."""
+    """A tqdm bar on stderr when it is a terminal; to a log file (not a terminal), a line at each tenth done or
+    every 30 s at most (``ProgressLines``); nothing when ``quiet``."""
     from tqdm import tqdm
 
-    return tqdm(file=sys.stderr, disable=quiet or not sys.stderr.isatty(), **kwargs)
+    if not quiet and not sys.stderr.isatty():
+        return ProgressLines(kwargs.get("total") or 0, str(kwargs.get("desc", "progress")), str(kwargs.get("unit", "")))
+    return tqdm(file=sys.stderr, disable=quiet, **kwargs)
+
+
+class ProgressLines:
+    """Progress for a log: ``<desc>: done/total <unit>s (pct)`` when a new tenth is done or 30 s have passed
+    since the last line, and at the end (the tqdm attributes the commands set: ``n``, ``total``)."""
+
+    def __init__(self, total: int, desc: str, unit: str) -> None:
+        self.n, self.total, self.desc, self.unit = 0, total, desc, unit
+        self._tenth, self._last = 0, time.monotonic()
+
+    def refresh(self) -> None:
+        tenth = int(10 * self.n / self.total) if self.total else 0
+        if tenth > self._tenth or time.monotonic() - self._last >= 30:
+            self._line()
+
+    def close(self) -> None:
+        if self.total and self.n and self._tenth < 10:
+            self._line()
+
+    def _line(self) -> None:
+        self._tenth = int(10 * self.n / self.total) if self.total else 0
+        self._last = time.monotonic()
+        pct = f" ({self.n / self.total:.0%})" if self.total else ""
+        print(f"{self.desc}: {self.n:,}/{self.total:,} {self.unit}s{pct}", file=sys.stderr, flush=True)
 
 
 def shipped(relpath: str = "") -> Path:
