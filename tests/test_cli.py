@@ -186,3 +186,9 @@ def test_slots_prints_each_nodes_ray_start_resources(capsys):
     out = capsys.readouterr().out.splitlines()
     assert out[0] == """local-fast: ray start --address=HEAD:6379 --resources='{"hetune-worker:0": 1.0}'"""
     assert out[1].startswith("local-slow: ") and out[2] == "hrfs: 2 worker slot(s) on 2 node(s)"
+
+
+def test_a_sweep_logging_to_a_file_prints_a_line_per_tenth(tmp_path, capsys):
+    assert main(["sweep", "--strategies", "hrfs", "--seeds", "20", "--jobs", "1", "--out", str(tmp_path / "s")]) == 0
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert lines[0] == "sweep: 2/20 runs (10%)" and lines[-1] == "sweep: 20/20 runs (100%)" and len(lines) == 10
