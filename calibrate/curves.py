@@ -287,6 +287,12 @@ def write_curves(events: list[str], out: Path, model: str, dataset: str,
     Returns:
         (fitted parameters, fit statistics).
     """
+    from hetune.calibrate.tune_folder import is_tune_folder
+
+    for e in events:  # the bell curve reads hetune's own run folders; a Tune folder goes to the models that read it
+        if is_tune_folder(Path(e)):
+            raise ConfigError(e, "", "a Ray Tune experiment folder: --kind bell reads hetune run folders "
+                                     "(events.jsonl); --kind nqm or --kind skills read Ray Tune folders")
     runs = read_runs(events)
     base_path = base_path or run_calibration_file(events[0])
     load_calibration(base_path)  # refuse a broken base before fitting

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 import re
 from pathlib import Path
 from typing import Any
@@ -48,6 +49,7 @@ def _rows(path: Path) -> list[dict[str, Any]]:
         lines = path.read_text().splitlines()
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(str(path), "", f"cannot read ({type(exc).__name__})") from None
+    last = max((n for n, line in enumerate(lines, 1) if line.strip()), default=0)
     for n, line in enumerate(lines, 1):
         if not line.strip():
             continue
@@ -55,6 +57,11 @@ def _rows(path: Path) -> list[dict[str, Any]]:
             row = json.loads(line)
             int(row["training_iteration"])
         except (json.JSONDecodeError, KeyError, TypeError, ValueError):
+            if n == last and n > 1 and not line.rstrip().endswith("}"):
+                # a trial that crashed while writing: what it reported before is kept, and said
+                print(f"hetune: warning: {path}:{n}: a truncated last result, read up to the line before it",
+                      file=sys.stderr)
+                break
             raise ConfigError(f"{path}:{n}", "", "not a Ray Tune result (JSON with training_iteration)") from None
         rows.append(row)
     return rows

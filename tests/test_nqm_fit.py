@@ -169,3 +169,19 @@ def test_a_metric_that_is_not_an_accuracy_is_refused_by_both_fits(tmp_path, caps
         assert main(["calibrate", "curves", str(folder), "--kind", kind, "--out", str(out)]) == 2
         err = capsys.readouterr().err.strip()
         assert len(err.splitlines()) == 1 and "[0, 1]" in err and not out.exists(), err
+
+
+@pytest.mark.slow
+def test_a_truncated_last_result_is_read_up_to_it_and_bell_says_what_it_reads(tmp_path, capsys):
+    _, _, data = generated()
+    folder = write_tune_folder(tmp_path / "exp", data)
+    result = next(folder.glob("*/result.json"))
+    text = result.read_text()
+    result.write_text(text[: text.rstrip().rfind("\n") + 1] + text.rstrip().splitlines()[-1][:40])  # a crash mid-line
+    out = tmp_path / "fit.toml"
+    assert main(["calibrate", "curves", str(folder), "--kind", "nqm", "--out", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "a truncated last result, read up to the line before it" in err and str(result) in err
+    assert main(["calibrate", "curves", str(folder), "--out", str(tmp_path / "bell.toml")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--kind bell reads hetune run folders" in err
