@@ -100,10 +100,9 @@ def read_tune_folder(folder: Path, run: str, metric: str = "accuracy", loss_metr
         trials[tid] = rows
         for tag in _tags(rows[0], d.name, tid):
             tags[tag] = tid
-        if not any(r.get(metric) is not None for r in rows):
-            raise ConfigError(str(d / "result.json"), metric, f"no {metric!r} in any result (--metric names it)")
     if not trials:
         raise ConfigError(str(folder), "", "no trial folders with result.json: not a Ray Tune experiment folder")
+    _all_fields_there(folder, trials, metric, batch, momentum)
     lines = _policy(folder / "pbt_global.txt", tags)
     out: dict[str, History] = {}
     pending: dict[str, list[tuple[int, str, int]]] = {t: [] for t in trials}
@@ -149,6 +148,26 @@ def read_tune_folder(folder: Path, run: str, metric: str = "accuracy", loss_metr
                 armed = True
         _close(h, chunk, loss_metric, momentum, where)
     return list(out.values())
+
+
+def _all_fields_there(folder: Path, trials: dict[str, list[dict[str, Any]]], metric: str, batch: int | None,
+                      momentum: float | None) -> None:
+    """One ConfigError naming every field the fit needs that some trial lacks, with the flag that supplies it
+    (a user fixing one field at a time would otherwise run the command once per field)."""
+    lacking: dict[str, int] = {}
+    for rows in trials.values():
+        config = rows[0].get("config") or {}
+        needs = [(not any(r.get(metric) is not None for r in rows), f"{metric!r} in any result (--metric)"),
+                 ("lr" not in config, "'lr' in the config"),
+                 (momentum is None and "momentum" not in config, "'momentum' in the config (--momentum)"),
+                 (batch is None and config.get("batch_size", (config.get("_hetune") or {}).get("batch_size")) is None,
+                  "'batch_size' in the config (--batch-size)")]
+        for missing, what in needs:
+            if missing:
+                lacking[what] = lacking.get(what, 0) + 1
+    if lacking:
+        raise ConfigError(str(folder), "", "missing " + "; ".join(f"{what} in {n} of {len(trials)} trial(s)"
+                                                                  for what, n in lacking.items()))
 
 
 def _evaluated(row: dict[str, Any], acc: float, prev: float | None) -> bool:

@@ -79,21 +79,24 @@ def test_one_learning_rate_is_refused_with_what_runs_are_needed(tmp_path, capsys
 
 
 @pytest.mark.parametrize("damage, named", [
-    ("metric", "result.json"),  # no accuracy anywhere
+    ("metric", "missing 'accuracy' in any result (--metric) in 1 of"),  # no accuracy anywhere
     ("json", "result.json:2"),  # an unreadable line
-    ("lr", "result 50"),  # a config without the learning rate
-    ("momentum", "result 50"),  # nor the momentum (and no --momentum given)
+    ("lr", "missing 'lr' in the config in 1 of"),  # a config without the learning rate
+    ("momentum", "missing 'momentum' in the config (--momentum) in 1 of"),  # and no --momentum given
+    ("all", "missing 'accuracy' in any result (--metric) in 1 of 4 trial(s); 'lr' in the config in 1 of 4 "
+            "trial(s); 'momentum' in the config (--momentum) in 1 of 4 trial(s)"),  # every one in one message
 ])
 def test_a_broken_tune_folder_is_refused_naming_the_file(tmp_path, capsys, damage, named):
     _, _, data = generated()
     folder = write_tune_folder(tmp_path / "exp", data)
     result = next(folder.glob("*_00001_*")) / "result.json"
     rows = [json.loads(x) for x in result.read_text().splitlines()]
-    if damage == "metric":
+    if damage in ("metric", "all"):
         for r in rows:
             r.pop("accuracy")
-    elif damage in ("lr", "momentum"):
-        rows[0]["config"].pop(damage)
+    if damage in ("lr", "momentum", "all"):
+        for key in ("lr", "momentum") if damage == "all" else (damage,):
+            rows[0]["config"].pop(key)
     text = "".join(json.dumps(r) + "\n" for r in rows)
     if damage == "json":
         lines = text.splitlines(keepends=True)
