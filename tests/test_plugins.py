@@ -37,6 +37,7 @@ def user_files(tmp_path):
     learning.REGISTRY.pop("exp-approach", None)
 
 
+@pytest.mark.slow
 def test_the_readme_snippets_run_from_your_files_and_compare_checks_them(user_files, tmp_path, capsys):
     flags = ["--plugin", str(user_files / "mystrat.py"), "--plugin", str(user_files / "mymodel.py")]
     run = tmp_path / "run"
