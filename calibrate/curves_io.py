@@ -128,18 +128,18 @@ def _csv_run(where: str, run: str, rs: list[tuple[int, dict[str, str]]], scale: 
         if e == 0:
             start = (row["test_accuracy"], row.get("train_loss"))
         elif row.get("lr"):
-            _add(segs, _num(where, line, row, "lr"), m, e)
+            add_segment(segs, _num(where, line, row, "lr"), m, e)
         else:
             prev = readings[-1][0] if readings else 0
             for k in range(prev, e):
-                _add(segs, base * schedule_factor(schedule, k, epochs), m, k + 1)
+                add_segment(segs, base * schedule_factor(schedule, k, epochs), m, k + 1)
         readings.append((e, acc))
     if not segs:  # a run that diverged in its first epoch: its reading before training is all it has
         segs = [(base, m, 0)]
     return Curve(run, seed, tuple(segs), tuple(readings), batch)
 
 
-def _add(segs: list[tuple[float, float, int]], lr: float, m: float, end: int) -> None:
+def add_segment(segs: list[tuple[float, float, int]], lr: float, m: float, end: int) -> None:
     """Extend the last segment to ``end`` where its lr is the same, else start another."""
     if segs and segs[-1][0] == lr and segs[-1][1] == m:
         segs[-1] = (lr, m, end)

@@ -25,8 +25,10 @@ from hetune.sim.tomlfile import atomic_write_toml, read_toml
 
 
 def read_histories(paths: list[str], metric: str, loss_metric: str, batch: int | None,
-                   momentum: float | None) -> list[History]:
-    """Every trial history of the named runs (see the module docstring for what each may be)."""
+                   momentum: float | None, scale: float = 1.0) -> list[History]:
+    """Every trial history of the named runs (see the module docstring for what each may be); a reading that
+    is not an accuracy in [0, 1] once divided by ``scale`` is refused, since the learning models predict an
+    accuracy and one fitted to another metric predicts nonsense."""
     out: list[History] = []
     for i, p in enumerate(paths):
         path = Path(p)
@@ -46,6 +48,12 @@ def read_histories(paths: list[str], metric: str, loss_metric: str, batch: int |
         if not b:
             raise ConfigError(p, "", "no config.toml beside these events names the batch size: pass --batch-size")
         out += from_events(read_events(events), f"run{i}", b, str(events), momentum)
+    for h in out:
+        bad = next((r for r in h.readings() if r.accuracy is not None and not 0.0 <= r.accuracy / scale <= 1.0), None)
+        if bad is not None and bad.accuracy is not None:
+            raise ConfigError(h.source, "", f"trial {h.key}: reading {bad.accuracy / scale:g} of {metric!r} at "
+                                            f"iteration {bad.iteration} is not an accuracy in [0, 1] (the learning "
+                                            "models predict an accuracy; --kind skills takes --accuracy-scale)")
     return out
 
 
@@ -64,12 +72,6 @@ def write_fit(paths: list[str], out: Path, prior: NQMParams, eval_samples: int, 
         use_loss: fit training losses where recorded.
     """
     histories = read_histories(paths, metric, loss_metric, batch, momentum)
-    for h in histories:  # a model of accuracy fitted to another metric predicts nonsense: refuse it here
-        bad = next((r for r in h.readings() if r.accuracy is not None and not 0.0 <= r.accuracy <= 1.0), None)
-        if bad is not None:
-            raise ConfigError(h.source, "", f"trial {h.key}: reading {bad.accuracy:g} of {metric!r} at iteration "
-                                            f"{bad.iteration} is not an accuracy in [0, 1] (the learning models "
-                                            "predict an accuracy; --kind skills takes --accuracy-scale)")
     fit = fit_nqm(histories, prior, eval_samples, use_loss=use_loss)
     table = {n: {k: v for k, v in row.items() if v is not None} for n, row in fit["table"].items()}
     design = fit["design"]

@@ -15,7 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from hetune.calibrate.curves_io import csv_curves, digits_runs
+from hetune.calibrate.curves_io import add_segment, csv_curves, digits_runs
 from hetune.calibrate.histories import History
 from hetune.calibrate.skills_fit import Curve, FitResult, FitSettings, fit, params_table
 from hetune.sim.errors import ConfigError
@@ -40,7 +40,7 @@ def read_curves(paths: list[str], metric: str = "accuracy", loss_metric: str = "
         elif path.name == "runs.json":
             out += digits_runs(path)
         else:
-            out += [c for h in read_histories([p], metric, loss_metric, batch, momentum)
+            out += [c for h in read_histories([p], metric, loss_metric, batch, momentum, scale)
                     if (c := from_history(h, i, scale)) is not None]
     return out
 
@@ -52,17 +52,10 @@ def from_history(h: History, seed: int, scale: float = 1.0) -> Curve | None:
         return None
     segs: list[tuple[float, float, int]] = []
     readings: list[tuple[int, float]] = []
-    for r in first.readings:
-        if segs and segs[-1][:2] == (r.lr, r.momentum):
-            segs[-1] = (r.lr, r.momentum, r.iteration)
-        else:
-            segs.append((r.lr, r.momentum, r.iteration))
+    for r in first.readings:  # read_histories checked every accuracy against the scale
+        add_segment(segs, r.lr, r.momentum, r.iteration)
         if r.accuracy is not None:
-            acc = r.accuracy / scale
-            if not 0.0 <= acc <= 1.0:
-                raise ConfigError(h.source, "", f"trial {h.key}: accuracy {acc:g} at iteration {r.iteration} is "
-                                                "not a fraction in [0, 1] (another scale needs --accuracy-scale)")
-            readings.append((r.iteration, acc))
+            readings.append((r.iteration, r.accuracy / scale))
     return Curve(h.key, seed, tuple(segs), tuple(readings), h.batch) if readings else None
 
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 from scipy.optimize import least_squares
@@ -104,32 +104,27 @@ class FitResult:
                 "intervals": {k: [float(f"{lo:.5g}"), float(f"{hi:.5g}")] for k, (lo, hi) in self.intervals.items()}}
 
 
-def expected(model: Skills, curve: Curve) -> np.ndarray:
-    """The model's expected accuracy at each of ``curve``'s reading iterations."""
-    st = SkillsState()
-    out = []
-    for it, _ in curve.readings:
-        while st.iteration < it:
-            # the segment the next iteration belongs to (the last one goes on past its end)
-            lr, m, end = next((s for s in curve.segments if s[2] > st.iteration), curve.segments[-1])
-            stop = min(it, end) if end > st.iteration else it
-            st = model.advance(st, {"lr": lr, "momentum": m}, stop - st.iteration)
-        out.append(model.accuracy(st))
-    return np.array(out)
-
-
-def sample_readings(model: Skills, curve: Curve, rng: np.random.Generator) -> np.ndarray:
-    """One noisy replicate of ``curve``'s readings under ``model`` (a model ``for_run`` of some seed): the
-    trial's deviation and the readings from ``rng``, the run's shared term from the model."""
-    st = model.initial_state(rng)
-    out = []
+def _states(model: Skills, curve: Curve, state: SkillsState, rng: np.random.Generator | None) -> Iterator[SkillsState]:
+    """The trial's state at each of ``curve``'s reading iterations, from ``state``, through its lr segments
+    (the last one goes on past its end); ``rng`` draws the state's own noise (None: none)."""
+    st = state
     for it, _ in curve.readings:
         while st.iteration < it:
             lr, m, end = next((s for s in curve.segments if s[2] > st.iteration), curve.segments[-1])
             stop = min(it, end) if end > st.iteration else it
             st = model.advance(st, {"lr": lr, "momentum": m}, stop - st.iteration, rng)
-        out.append(model.observe(st, rng))
-    return np.array(out)
+        yield st
+
+
+def expected(model: Skills, curve: Curve) -> np.ndarray:
+    """The model's expected accuracy at each of ``curve``'s reading iterations."""
+    return np.array([model.accuracy(st) for st in _states(model, curve, SkillsState(), None)])
+
+
+def sample_readings(model: Skills, curve: Curve, rng: np.random.Generator) -> np.ndarray:
+    """One noisy replicate of ``curve``'s readings under ``model`` (a model ``for_run`` of some seed): the
+    trial's deviation and the readings from ``rng``, the run's shared term from the model."""
+    return np.array([model.observe(st, rng) for st in _states(model, curve, model.initial_state(rng), rng)])
 
 
 def coverage(curves: Sequence[Curve], params: SkillsParams, uncertainty: dict[str, Any] | None, eval_samples: int,

@@ -246,21 +246,6 @@ class Skills(LearningModel):
         return min(1.0, max(0.0, reading))
 
 
-def expected_curve(model: Skills, segments: list[tuple[Mapping[str, Any], int]], every: int) -> list[float]:
-    """Expected accuracy (no noise) every ``every`` iterations through ``segments`` of (config, iterations)."""
-    state = SkillsState()
-    out = []
-    for config, k in segments:
-        done = 0
-        while done < k:
-            step = min(every - state.iteration % every, k - done)
-            state = model.advance(state, config, step)
-            done += step
-            if state.iteration % every == 0:
-                out.append(model.accuracy(state))
-    return out
-
-
 def draw_params(params: SkillsParams, uncertainty: Mapping[str, Any], key: int, tries: int = 100) -> SkillsParams:
     """``params`` with the uncertain ones drawn jointly from ``uncertainty`` (a normal of the transformed
     values: log where its transforms say so), by a stream of ``key`` alone. A draw that breaks a
