@@ -3,8 +3,9 @@
     python bench/bench_skills_digits.py --form share   # fits A, B and constants-only; scores; writes the folder
     python bench/bench_skills_digits.py --insample     # the constant runs' own fit only (no hold-out scored)
 
-Each form of the model (``SkillsParams.floor``: "logit", the first, scored at 6e00135; "share", the
-second, committed before it was scored) is scored on the same protocol and kept in scores.json.
+Each form of the model (``FORMS``: "logit", the first, scored at 6e00135; "share", the second;
+"gated", the third: the share floor with the hard skill learned on top of the easy one; each committed
+before it was scored) is scored on the same protocol and kept in scores.json.
 
 Protocol (frozen with the model form and sim/skills.py's priors, calibrate/skills_fit.py's settings,
 before any hold-out was scored): the 9 constant runs are those of results/digits/1000-drop700 (the
@@ -36,6 +37,9 @@ from hetune.sim.skills import Skills, SkillsParams
 
 REPO = Path(__file__).resolve().parents[1]
 OUT = REPO / "results/skills-digits"
+# the forms scored, in order: each a SkillsParams prior (sim/skills.py's defaults otherwise)
+FORMS: dict[str, dict] = {"logit": {"floor": "logit"}, "share": {"floor": "share"},
+                          "gated": {"floor": "share", "hard_after_easy": True}}
 
 
 def design() -> dict[str, list[Curve]]:
@@ -79,7 +83,9 @@ def main(argv: list[str]) -> None:
     # covariance in the likelihood (calibrate/skills_gls.py), scored after both
     settings = FitSettings(likelihood="gls" if form.endswith("-gls") else "ols")
     form_name, form = form, form.removesuffix("-gls")
-    prior = SkillsParams(floor=form)
+    if form not in FORMS:
+        sys.exit(f"bench_skills_digits: --form must be one of {', '.join(FORMS)} (optionally -gls), got {form!r}")
+    prior = SkillsParams(**FORMS[form])
     if "--insample" in argv:
         t0 = time.perf_counter()
         r = fit(d["const"], prior, settings)

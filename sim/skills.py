@@ -16,7 +16,10 @@ a large lr learns patterns a small one memorises past; Liu et al. 2020, early-le
 - **easy skill** ``E``: grows at ``easy_rate (eta / 0.1) ** easy_lr_power`` per iteration (a power near 0:
   every lr learns it; below 0: a low lr is faster, as when a high lr's noise hides the early patterns);
 - **hard skill** ``H``: grows at ``hard_rate (tau / 0.1) ** hard_lr_power`` per iteration: with a large
-  power only a high lr makes it, and a drop keeps it (it is learned, not a floor);
+  power only a high lr makes it, and a drop keeps it (it is learned, not a floor); with
+  ``hard_after_easy`` (the third form) it grows at that rate times ``1 - e^-E``: the hard patterns are
+  learned on top of the easy ones, so a high lr that slows the easy skill slows the hard one too, and
+  an early drop finds little of either learned (little to give back) while a late one finds much;
 - **memorisation** ``M``: grows at ``memo_rate exp(-tau / memo_temperature) (1 - e^-E)`` per iteration:
   once the easy patterns are fitted, a low lr fits the noisy labels and test accuracy falls;
 - **noise floor**: the current temperature hides a share ``phi`` of what the skills have learned, given
@@ -71,6 +74,7 @@ class SkillsParams:
         floor_weight: how fast the hidden share grows with temperature ("share": phi = 1 - exp(-floor_weight
             tau)), or logit lost per unit of temperature ("logit").
         floor: "share" or "logit" (the module docstring).
+        hard_after_easy: the hard skill grows only as fast as the easy one is learned (the third form).
         diverge_eta: effective lr above which the network diverges (inf: never).
         warmup_iterations, warmup_gain: after this many iterations the divergence threshold is
             ``diverge_eta * (1 + warmup_gain)`` (prior: 0, no effect).
@@ -94,6 +98,7 @@ class SkillsParams:
     memo_temperature: float = 0.1
     floor_weight: float = 3.0
     floor: str = "share"
+    hard_after_easy: bool = False
     diverge_eta: float = math.inf
     warmup_iterations: int = 0
     warmup_gain: float = 0.0
@@ -204,10 +209,12 @@ class Skills(LearningModel):
         limit = p.diverge_eta * (1.0 + p.warmup_gain if state.iteration >= p.warmup_iterations > 0 else 1.0)
         if not eta <= limit:  # NaN fails too
             return SkillsState(0.0, 0.0, 0.0, tau, state.iteration + k, dev, True)
-        # the integral of 1 - exp(-(E + r_e s)) over s in [0, k]: memorisation follows the easy skill
+        # the integral of 1 - exp(-(E + r_e s)) over s in [0, k]: memorisation (and, with hard_after_easy,
+        # the hard skill) follows the easy skill
         left = math.exp(-state.easy)
         grown = k - left * (-math.expm1(-r_e * k)) / r_e if r_e > 0 else k * (1.0 - left)
-        return SkillsState(state.easy + r_e * k, state.hard + r_h * k, state.memo + r_m * grown, tau,
+        hard = state.hard + r_h * (grown if p.hard_after_easy else k)
+        return SkillsState(state.easy + r_e * k, hard, state.memo + r_m * grown, tau,
                            state.iteration + k, dev)
 
     def logit(self, state: SkillsState) -> float:

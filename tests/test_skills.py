@@ -55,13 +55,29 @@ def test_under_the_share_floor_an_early_drop_gains_less_at_once_than_a_late_one(
     assert early / late < logit_early / logit_late
 
 
-def test_chunks_compose_and_divergence_is_for_good():
-    model = Skills(DIGITS, 8, 0)
+@pytest.mark.parametrize("gated", [False, True])
+def test_chunks_compose_and_divergence_is_for_good(gated):
+    model = Skills(replace(DIGITS, hard_after_easy=gated), 8, 0)
     cfg = {"lr": 0.02, "momentum": 0.9}
     one = model.advance(SkillsState(), cfg, 300)
     two = model.advance(model.advance(SkillsState(), cfg, 120), cfg, 180)
     assert one.easy == pytest.approx(two.easy) and one.memo == pytest.approx(two.memo)
-    wild = Skills(replace(DIGITS, diverge_eta=1.0), 8, 0)
+    assert one.hard == pytest.approx(two.hard)
+    steps = SkillsState()
+    for _ in range(300):  # the closed form against one iteration at a time
+        steps = model.advance(steps, cfg, 1)
+    assert steps.hard == pytest.approx(one.hard, rel=0.02) and steps.memo == pytest.approx(one.memo, rel=0.02)
+
+
+def test_the_gated_hard_skill_waits_for_the_easy_one():
+    gated = Skills(replace(DIGITS, hard_after_easy=True), 8, 0)
+    plain = Skills(DIGITS, 8, 0)
+    cfg = {"lr": 0.03, "momentum": 0.9}
+    early_g, early_p = gated.advance(SkillsState(), cfg, 50), plain.advance(SkillsState(), cfg, 50)
+    late_g, late_p = gated.advance(SkillsState(), cfg, 2000), plain.advance(SkillsState(), cfg, 2000)
+    assert early_g.hard < 0.5 * early_p.hard  # little easy skill yet: little hard skill
+    assert late_g.hard / late_p.hard > 0.8  # once the easy skill is learned it grows at the plain rate
+    wild = Skills(replace(DIGITS, diverge_eta=1.0, hard_after_easy=gated), 8, 0)
     st = wild.advance(SkillsState(), {"lr": 0.2, "momentum": 0.9}, 10)
     st = wild.advance(st, {"lr": 0.001, "momentum": 0.9}, 500)
     assert st.diverged and wild.accuracy(st) == DIGITS.chance_accuracy
