@@ -145,3 +145,25 @@ def add_segment(segs: list[tuple[float, float, int]], lr: float, m: float, end: 
         segs[-1] = (lr, m, end)
     else:
         segs.append((lr, m, end))
+
+
+def drop_prefixes(curves: list[Curve]) -> list[Curve]:
+    """``curves`` less every curve that is a prefix of another, reading for reading at the same learning
+    rates (a shorter design's run that a longer one repeats: the digits 600-iteration constants are the
+    1,000-iteration ones' first readings), so that no reading is fitted twice."""
+    def lrs(c: Curve) -> list[tuple[float, float]]:
+        out, segs = [], list(c.segments)
+        for it, _ in c.readings:
+            seg = next((s for s in segs if s[2] >= it), segs[-1])
+            out.append((seg[0], seg[1]))
+        return out
+
+    keep = []
+    for i, a in enumerate(curves):
+        n = len(a.readings)
+        covered = any(j != i and b.seed == a.seed and b.batch == a.batch and len(b.readings) >= n
+                      and (len(b.readings) > n or j < i) and b.readings[:n] == a.readings and lrs(b)[:n] == lrs(a)
+                      for j, b in enumerate(curves))
+        if not covered:
+            keep.append(a)
+    return keep

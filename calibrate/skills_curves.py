@@ -15,7 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from hetune.calibrate.curves_io import add_segment, csv_curves, digits_runs
+from hetune.calibrate.curves_io import add_segment, csv_curves, digits_runs, drop_prefixes
 from hetune.calibrate.histories import History
 from hetune.calibrate.skills_fit import Curve, FitResult, FitSettings, fit, params_table
 from hetune.sim.errors import ConfigError
@@ -42,7 +42,7 @@ def read_curves(paths: list[str], metric: str = "accuracy", loss_metric: str = "
         else:
             out += [c for h in read_histories([p], metric, loss_metric, batch, momentum, scale)
                     if (c := from_history(h, i, scale)) is not None]
-    return out
+    return drop_prefixes(out)
 
 
 def from_history(h: History, seed: int, scale: float = 1.0) -> Curve | None:

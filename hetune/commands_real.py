@@ -100,8 +100,11 @@ def _curves_skills(args: argparse.Namespace) -> int:
 
     if not args.accuracy_scale > 0:
         raise ConfigError("--accuracy-scale", "", f"must be > 0, got {args.accuracy_scale}")
-    r = write_fit(args.events, Path(args.out), SkillsParams(), metric=args.metric, loss_metric=args.loss_metric,
-                  batch=args.batch_size, momentum=args.momentum, scale=args.accuracy_scale)
+    # the form frozen after the digits hold-out (results/skills-digits/: the hard skill learned on top of the
+    # easy one; the only form whose fit of the whole digits design identifies every parameter)
+    r = write_fit(args.events, Path(args.out), SkillsParams(hard_after_easy=True), metric=args.metric,
+                  loss_metric=args.loss_metric, batch=args.batch_size, momentum=args.momentum,
+                  scale=args.accuracy_scale)
     print(f"skills fitted to {r.runs} curves -> {args.out}")
     for line in describe(r):
         print(f"  {line}")

@@ -259,3 +259,14 @@ def test_a_broken_uncertainty_table_is_named(tmp_path, capsys):
                  "--out", str(tmp_path / "r")]) == 2
     err = capsys.readouterr().err
     assert "learning.uncertainty" in err and "cov must be a 2 x 2 table" in err and str(lf) in err
+
+
+def test_a_shorter_designs_repeated_runs_are_read_once():
+    from hetune.calibrate.skills_curves import read_curves
+
+    curves = read_curves([str(REPO / "results/digits/1000-drop700/runs.json"),
+                          str(REPO / "results/digits/600-drop300/runs.json")])
+    names = sorted(c.run for c in curves)
+    assert len(curves) == 15  # 9 constants (the 600-iteration ones are their prefixes) and 2 x 3 drops
+    assert sum(n.startswith("drop-lr0.03-at300") for n in names) == 3
+    assert all(len(c.readings) == 20 for c in curves if c.run.startswith("const"))
