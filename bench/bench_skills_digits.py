@@ -104,7 +104,7 @@ def main(argv: list[str]) -> None:
     form = argv[argv.index("--form") + 1] if "--form" in argv else "share"
     # both forms were scored with independent readings (ols); "share-gls" is the share form with the readings'
     # covariance in the likelihood (calibrate/skills_gls.py), scored after both
-    settings = FitSettings(likelihood="gls" if form.endswith("-gls") else "ols")
+    settings = FitSettings(likelihood="gls" if form.endswith("-gls") else "ols", rate_max=1.0)
     form_name, form = form, form.removesuffix("-gls")
     if form not in FORMS:
         sys.exit(f"bench_skills_digits: --form must be one of {', '.join(FORMS)} (optionally -gls), got {form!r}")

@@ -34,7 +34,7 @@ def main(argv: list[str]) -> None:
     cases = int(argv[argv.index("--cases") + 1]) if "--cases" in argv else 80
     form = argv[argv.index("--form") + 1] if "--form" in argv else "share"
     likelihood = argv[argv.index("--likelihood") + 1] if "--likelihood" in argv else "gls"
-    settings = FitSettings(likelihood=likelihood)
+    settings = FitSettings(likelihood=likelihood, rate_max=1.0)  # as recorded
     design = digits_runs(REPO / "results/digits/1000-drop700/runs.json")
     truth = fit(design, SkillsParams(floor=form), settings).params
     t0 = time.perf_counter()

@@ -71,6 +71,9 @@ class FitSettings:
     # (calibrate/skills_gls.py); "ols": independent readings, the AR(1) lag widening the intervals (the first)
     likelihood: str = "gls"
     hold_unidentified: bool = False  # hold those at the prior and fit again (off: the priors are guesses)
+    # the upper bound of the three rates, per iteration: where iterations are epochs (the CSV format) a skill
+    # can be learned within one (the digits hold-outs were scored at 1.0, FREE's bound)
+    rate_max: float = 100.0
 
 
 @dataclass
@@ -161,8 +164,12 @@ def _from_x(x: np.ndarray, names: Sequence[str], base: SkillsParams) -> SkillsPa
     return replace(base, **values)
 
 
-def _bounds(names: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-    b = {n: (math.log(lo), math.log(hi)) if k == "log" else (lo, hi) for n, k, lo, hi in FREE}
+RATES = ("easy_rate", "hard_rate", "memo_rate")
+
+
+def _bounds(names: Sequence[str], rate_max: float) -> tuple[np.ndarray, np.ndarray]:
+    b = {n: (math.log(lo), math.log(rate_max if n in RATES else hi)) if k == "log" else (lo, hi)
+         for n, k, lo, hi in FREE}
     return np.array([b[n][0] for n in names]), np.array([b[n][1] for n in names])
 
 
@@ -184,7 +191,7 @@ def _lag1(res: list[np.ndarray]) -> float:
 
 def _fit_mean(curves: Sequence[Curve], names: list[str], prior: SkillsParams, settings: FitSettings,
               whiten: Any = None, start: np.ndarray | None = None) -> Any:
-    lo, hi = _bounds(names)
+    lo, hi = _bounds(names, settings.rate_max)
     rng = np.random.default_rng(settings.seed)
 
     def fun(x: np.ndarray) -> np.ndarray:
@@ -217,7 +224,8 @@ def _noise(curves: Sequence[Curve], params: SkillsParams, eval_samples: int) -> 
     binom = float(np.mean(acc * (1 - acc))) / eval_samples if eval_samples > 0 else 0.0
     own = [np.array([v - np.mean(by_key[(c.seed, it)]) for (it, _), v in zip(c.readings, r)])
            for c, r in zip(curves, res)]
-    spacing = float(np.median([np.median(np.diff([it for it, _ in c.readings])) for c in curves]))
+    spacing = float(np.median([np.median(np.diff([it for it, _ in c.readings])) for c in curves
+                               if len(c.readings) > 1] or [0.0]))
     corr = min(max(_lag1(own), 0.0), 0.99) ** (50.0 / spacing) if spacing > 0 else 0.0
     return {"shared_std": round(math.sqrt(shared), 5), "ar_std": round(math.sqrt(max(0.0, within - binom)), 5),
             "ar_corr_50": round(corr, 4)}
@@ -244,7 +252,7 @@ def fit(curves: Sequence[Curve], prior: SkillsParams | None = None, settings: Fi
             s2 = max(1.0, 2 * f.cost / max(len(f.fun) - len(names), 1))  # whitened: about 1 if the noise is right
         cov = s2 * np.linalg.pinv(f.jac.T @ f.jac)
         se = np.sqrt(np.clip(np.diag(cov), 0, None))
-        lo, hi = _bounds(names)
+        lo, hi = _bounds(names, settings.rate_max)
         weak = [n_ for i, n_ in enumerate(names) if 2 * 1.96 * se[i] > settings.identified_share * (hi[i] - lo[i])
                 or min(f.x[i] - lo[i], hi[i] - f.x[i]) < 1e-6 * (hi[i] - lo[i])]
         if not weak or held or not settings.hold_unidentified:
