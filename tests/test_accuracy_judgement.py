@@ -1,0 +1,48 @@
+"""How a simulated distribution of best accuracy holds real runs (bench/accuracy_judgement.py)."""
+
+import sys
+from itertools import product
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def aj():
+    sys.path.insert(0, str(REPO / "bench"))
+    try:
+        import accuracy_judgement
+        yield accuracy_judgement
+    finally:
+        sys.path.pop(0)
+
+
+def test_crps_matches_its_definition_and_rewards_a_sharp_right_forecast(aj):
+    rng = np.random.default_rng(0)
+    values = list(rng.normal(0.7, 0.05, 40))
+    brute = np.mean([abs(v - 0.66) for v in values]) - 0.5 * np.mean([abs(a - b) for a, b in product(values, values)])
+    assert aj.crps(0.66, values) == pytest.approx(brute, abs=1e-12)
+    assert aj.crps(0.7, [0.7] * 10) == pytest.approx(0.0)
+    wide = list(rng.normal(0.7, 0.2, 400))
+    assert aj.crps(0.7, values) < aj.crps(0.7, wide)  # same centre: the sharper forecast scores better
+    assert aj.crps(0.9, values) > aj.crps(0.7, values)
+
+
+def _rec(real, values):
+    return {"real": real, "values": values}
+
+
+def test_the_paired_gap_is_judged_only_where_the_real_gap_is_resolved(aj):
+    sim_a, sim_b = [0.8] * 50, [0.7] * 50
+    a = {s: _rec(0.80 + 0.01 * s, sim_a) for s in range(5)}
+    b = {s: _rec(0.70 + 0.012 * s, sim_b) for s in range(5)}
+    g = aj.paired_gap(a, b)
+    assert g["resolved"] and g["real_mean"] == pytest.approx(0.096) and g["sim_mean"] == pytest.approx(0.1)
+    assert aj.gap_verdict(g) == "met"
+    g_small = aj.paired_gap(a, {s: _rec(v["real"] - 0.1, [0.79] * 50) for s, v in b.items()})
+    assert aj.gap_verdict(g_small) == "missed"  # simulated +0.01 against a real gap of about +0.2
+    noisy = aj.paired_gap({0: _rec(0.8, sim_a), 1: _rec(0.6, sim_a)}, {0: _rec(0.6, sim_b), 1: _rec(0.7, sim_b)})
+    assert not noisy["resolved"] and aj.gap_verdict(noisy).startswith("not judged")
