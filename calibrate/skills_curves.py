@@ -15,6 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from hetune.calibrate.curve_design import MIN_LRS, design_curves
 from hetune.calibrate.curves_io import add_segment, csv_curves, digits_runs, drop_prefixes
 from hetune.calibrate.histories import History
 from hetune.calibrate.skills_fit import Curve, FitResult, FitSettings, fit, params_table
@@ -22,7 +23,6 @@ from hetune.sim.errors import ConfigError
 from hetune.sim.skills import SkillsParams
 from hetune.sim.tomlfile import atomic_write_toml
 
-MIN_LRS = 3  # the lr-dependent parameters (two powers and a temperature) need three distinct learning rates
 
 
 def read_curves(paths: list[str], metric: str = "accuracy", loss_metric: str = "loss", batch: int | None = None,
@@ -39,6 +39,8 @@ def read_curves(paths: list[str], metric: str = "accuracy", loss_metric: str = "
             out += csv_curves(path, scale)
         elif path.name == "runs.json":
             out += digits_runs(path)
+        elif (path / "design.json").is_file():  # a design folder (hetune calibrate curves --design)
+            out += design_curves(path)
         else:
             out += [c for h in read_histories([p], metric, loss_metric, batch, momentum, scale)
                     if (c := from_history(h, i, scale)) is not None]

@@ -58,6 +58,12 @@ def cmd_curves(args: argparse.Namespace) -> int:
     """Fit a learning model to recorded runs: the bell curve (default) or the noisy quadratic model."""
     from hetune.calibrate.curves import write_curves
 
+    if args.design:
+        from hetune.commands_design import cmd_design
+
+        return cmd_design(args)
+    if not args.events:
+        raise ConfigError("calibrate curves", "", "name the recorded runs to fit (or --design EXPERIMENT to run them)")
     claim_file(Path(args.out), force=args.force, keep_flags="")
     if args.kind == "nqm":
         return _curves_nqm(args)
@@ -255,8 +261,9 @@ def _register_calibrate(sub: "argparse._SubParsersAction[argparse.ArgumentParser
 
     p = sub.add_parser("calibrate-curves", help="fit the learning-curve surrogate to recorded runs "
                                                 "(also: hetune calibrate curves ...)")
-    p.add_argument("events", nargs="+", help="events.jsonl files or run folders of real runs")
-    p.add_argument("--out", required=True, help="calibration file to write (the base plus [curves.<model>])")
+    p.add_argument("events", nargs="*", help="events.jsonl files or run folders of real runs")
+    p.add_argument("--out", required=True, help="calibration file to write (the base plus [curves.<model>]); "
+                                                "with --design, the design folder")
     add_force_option(p, "calibration file")
     p.add_argument("--calibration", default="", help="base calibration (default: the run folder's)")
     p.add_argument("--model", default="resnet18")
@@ -279,6 +286,15 @@ def _register_calibrate(sub: "argparse._SubParsersAction[argparse.ArgumentParser
                    help="nqm: the SGD momentum where configs do not hold one")
     p.add_argument("--eval-samples", type=int, default=0,
                    help="nqm: test images per evaluation in the runs (default: the experiment's)")
+    p.add_argument("--design", default="", metavar="EXPERIMENT",
+                   help="plan, price and run (through Ray; resumable) the real runs that identify the skills model "
+                        "for this experiment, then fit them into --out/learning.toml (docs/learning.md)")
+    p.add_argument("--seeds", type=int, default=3, help="--design: seeds per run shape")
+    p.add_argument("--plan-only", action="store_true", help="--design: print the plan and its cost, run nothing")
+    p.add_argument("--data-dir", default="", help="--design: folder holding the CIFAR python folders")
+    p.add_argument("--workers", type=int, default=2, help="--design: runs at once on a local Ray (one CPU each)")
+    p.add_argument("--address", default="", help="--design: run on this Ray cluster instead")
+    p.add_argument("--quiet", action="store_true")
     p.set_defaults(fn=cmd_curves)
 
 
