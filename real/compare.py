@@ -115,6 +115,10 @@ def compare(run_dir: Path, overrides: list[str] | None = None, seeds: int = SPRE
         raise ConfigError(str(run_dir / "events.jsonl"), "", "no chunk events: the real run did not train")
     out = {
         "strategy": strategy, "seed": seed, "calibration": _shown(inputs.experiment.calibration.path, run_dir),
+        # what the accuracy range rests on: a learning model fitted with its uncertainty, or not
+        "learning": {"kind": inputs.experiment.learning.kind,
+                     "fitted_uncertainty": bool(inputs.experiment.learning.uncertainty
+                                                and inputs.experiment.learning.draws)},
         # what the run was judged with: its snapshot (sim/snapshot.py), or that and --set overrides
         "inputs": {"inputs_hash": inputs_hash(inputs), "frozen_hash": manifest["inputs_hash"],
                    "overrides": list(overrides or []), "code_version": manifest.get("code_version"),
@@ -241,6 +245,17 @@ def _strategy_replay(path: Path, inputs: Any, strategy: str) -> dict[str, Any]:
                 "line": r.first_mismatch[0], "recorded": r.first_mismatch[1], "now": r.first_mismatch[2]}}
 
 
+def trust_line(learning: dict[str, Any] | None) -> str:
+    """How far the simulated accuracy range can be trusted, in the terms it was measured in."""
+    if learning and learning.get("fitted_uncertainty"):
+        return ("how far to trust the accuracy range: the learning model is fitted to real runs and each simulated "
+                "seed draws from the fit's uncertainty; measured against real PBT runs in results/pbt-accuracy/, "
+                "its limits in docs/learning.md ('How far to trust it')")
+    kind = (learning or {}).get("kind", "the experiment's")
+    return (f"how far to trust the accuracy range: the learning model ({kind}) carries no fitted uncertainty, so the "
+            "range is its reading noise only, not what it does not know (docs/learning.md, 'How far to trust it')")
+
+
 def _shown(path: str, run_dir: Path) -> str:
     """A path as the record shows it: relative to the run folder when inside it, else to the working
     directory where it lies below it (no build-host path either way)."""
@@ -302,6 +317,7 @@ def format_fidelity(f: dict[str, Any]) -> str:
             lines.append(f"best accuracy {where} over {sp['seeds']} simulated seeds: median {best['median']:.3f} "
                          f"({best['lo']:.3f}-{best['hi']:.3f}), real {real_best}; real run "
                          f"{'within' if w['best_accuracy'] else 'OUTSIDE'} the simulated 95% range")
+            lines.append(trust_line(f.get("learning")))
     lines.append(f"exploits: real {f['exploits']['real']}, sim {f['exploits']['sim']}, "
                  f"replay {f['exploits']['replay']}")
     for d, v in f.get("iteration_share", {}).items():

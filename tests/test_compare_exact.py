@@ -24,6 +24,8 @@ EXPECTED = [
     "the simulated 95% range",
     "best accuracy of the run over 200 simulated seeds: median 0.496 (0.431-0.585), real 0.425; real run OUTSIDE "
     "the simulated 95% range",
+    "how far to trust the accuracy range: the learning model (bell) carries no fitted uncertainty, so the range is "
+    "its reading noise only, not what it does not know (docs/learning.md, 'How far to trust it')",
     "exploits: real 8, sim 7, replay 8",
     "share of iterations on cpu-fast: real 74%, sim 70%",
     "decisions: real 70 run / 0 retire, sim 74 run / 0 retire",
@@ -37,3 +39,14 @@ def test_compare_prints_these_numbers_for_the_committed_run(tmp_path, capsys):
     printed = capsys.readouterr().out.splitlines()
     for line in EXPECTED:
         assert line in printed, (line, printed)
+
+
+def test_compare_says_a_fitted_model_draws_its_uncertainty(tmp_path, capsys):
+    run = tmp_path / "run"
+    shutil.copytree(REPO / "results/pbt-accuracy/smoke/repeat-0", run)
+    assert main(["compare", str(run), "--seeds", "39"]) == 0
+    printed = capsys.readouterr().out
+    assert "the learning model is fitted to real runs and each simulated seed draws from the fit's uncertainty" \
+        in printed
+    assert main(["compare", str(run), "--seeds", "39", "--set", "learning.draws=false"]) == 0
+    assert "(skills) carries no fitted uncertainty" in capsys.readouterr().out
