@@ -1,6 +1,14 @@
 """Accuracy predictions against real PBT runs (issue "Accuracy predictions checked against real PBT runs").
 
-    python bench/bench_pbt_accuracy.py --rejudge   # the committed digits runs judged again with the digits fit
+    python bench/bench_pbt_accuracy.py --rejudge        # the committed digits runs judged again with the digits fit
+    python bench/bench_pbt_accuracy.py --freeze         # the judged benchmark's design, fixed before any judged run
+    python bench/bench_pbt_accuracy.py --part HOURS     # judged runs (and their compare) until HOURS have passed
+    python bench/bench_pbt_accuracy.py --table          # the judged benchmark's table from what is there
+
+The judged benchmark (item 1; bench/pbt_accuracy_design.py): configs/experiments/pbt-accuracy-digits.toml,
+Ray Tune's own PBT (``tune-default --plain``) and random search paired by seed (a run's seed sets its
+initial configurations), the number of seeds, the target and the budget fixed by ``--freeze`` from the
+design runs (results/digits/) before the first judged run, every run compared over 200 simulated seeds.
 
 ``--rejudge`` (item 3): every judged run of results/fidelity/digits/runs (7 configurations x 3 seeds;
 the ``curves-*`` runs fitted the bell and are not judged) is copied, without what compare writes, into
@@ -104,8 +112,19 @@ def tables(rows: dict[str, dict]) -> tuple[dict, str]:
 
 
 def main(argv: list[str]) -> None:
+    import pbt_accuracy_design as judged  # bench/ is on the path
+
+    if "--freeze" in argv:
+        print(json.dumps(judged.freeze(), indent=1))
+        return
+    if "--part" in argv:
+        judged.part(float(argv[argv.index("--part") + 1]))
+        return
+    if "--table" in argv:
+        print(judged.table())
+        return
     if "--rejudge" not in argv:
-        sys.exit("bench_pbt_accuracy: only --rejudge exists so far (the judged runs of item 1 are to come)")
+        sys.exit("bench_pbt_accuracy: name --rejudge, --freeze, --part HOURS or --table")
     rows = rejudge()
     data, md = tables(rows)
     (OUT / "table.json").write_text(json.dumps(data, indent=1) + "\n")

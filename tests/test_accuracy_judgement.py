@@ -46,3 +46,42 @@ def test_the_paired_gap_is_judged_only_where_the_real_gap_is_resolved(aj):
     assert aj.gap_verdict(g_small) == "missed"  # simulated +0.01 against a real gap of about +0.2
     noisy = aj.paired_gap({0: _rec(0.8, sim_a), 1: _rec(0.6, sim_a)}, {0: _rec(0.6, sim_b), 1: _rec(0.7, sim_b)})
     assert not noisy["resolved"] and aj.gap_verdict(noisy).startswith("not judged")
+
+
+@pytest.fixture
+def pad():
+    sys.path.insert(0, str(REPO / "bench"))
+    try:
+        import pbt_accuracy_design
+        yield pbt_accuracy_design
+    finally:
+        sys.path.pop(0)
+
+
+def _run_folder(path, params, **exp):
+    import tomli_w
+
+    path.mkdir(parents=True)
+    fields = {"population": 6, "stop_iterations": 600, "batch_size": 8, "eval_samples": 500,
+              "checkpoint_interval": 50, "model": "resnet18", "dataset": "digits", "target_accuracy": 0.5}
+    (path / "config.toml").write_text(tomli_w.dumps({"experiment": {**fields, **exp},
+                                                     "learning": {"kind": "skills", "params": params}}))
+    return path
+
+
+def test_the_table_refuses_a_run_judged_with_other_inputs_or_a_fit_from_a_judged_run(pad, tmp_path):
+    import tomllib
+
+    fit = tomllib.loads((REPO / pad.FIT).read_text())["learning"]["params"]
+    design = {"learning_file": pad.FIT, "learning_fitted_from": ["results/digits/1000-drop700/runs.json"],
+              "target_accuracy": 0.5, "experiment_fields": {"population": 6, "stop_iterations": 600}}
+    good = _run_folder(tmp_path / "random-search-s0", fit)
+    pad.check_runs(design, [good])  # same inputs: accepted
+    other = _run_folder(tmp_path / "random-search-s1", {**fit, "floor_weight": 9.0}, stop_iterations=300)
+    with pytest.raises(SystemExit) as e:
+        pad.check_runs(design, [good, other])
+    assert "random-search-s1" in str(e.value) and "stop_iterations, learning" in str(e.value)
+    with pytest.raises(SystemExit) as e:
+        judged = "results/pbt-accuracy/judged/runs/random-search-s0"
+        pad.check_runs({**design, "learning_fitted_from": [judged]}, [good])
+    assert "fitted from a judged run" in str(e.value)
