@@ -116,6 +116,7 @@ def read_tune_folder(folder: Path, run: str, metric: str = "accuracy", loss_metr
         seg_of_donor.append(counts[donor])
         counts[target] += 1
     k_of: dict[str, int] = {t: 0 for t in trials}
+    _warn_not_finite(folder, trials, metric)
     line_index = {t: [i for i, ln in enumerate(lines) if ln[0] == t] for t in trials}
     for tid, rows in trials.items():
         where = str(folder / tid)
@@ -148,6 +149,17 @@ def read_tune_folder(folder: Path, run: str, metric: str = "accuracy", loss_metr
                 armed = True
         _close(h, chunk, loss_metric, momentum, where)
     return list(out.values())
+
+
+def _warn_not_finite(folder: Path, trials: dict[str, list[dict[str, Any]]], metric: str) -> None:
+    """One warning line where results report the metric as NaN or infinite (left out of the fit)."""
+    bad = {tid: sum(1 for r in rows if isinstance(r.get(metric), (int, float)) and not math.isfinite(r[metric]))
+           for tid, rows in trials.items()}
+    bad = {t: n for t, n in bad.items() if n}
+    if bad:
+        print(f"hetune: warning: {folder}: {sum(bad.values())} result(s) of {len(bad)} trial(s) report {metric!r} as "
+              f"NaN or infinite ({', '.join(sorted(bad)[:3])}{', ...' if len(bad) > 3 else ''}); left out of the fit",
+              file=sys.stderr)
 
 
 def _all_fields_there(folder: Path, trials: dict[str, list[dict[str, Any]]], metric: str, batch: int | None,

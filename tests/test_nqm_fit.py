@@ -188,3 +188,17 @@ def test_a_truncated_last_result_is_read_up_to_it_and_bell_says_what_it_reads(tm
     assert main(["calibrate", "curves", str(folder), "--out", str(tmp_path / "bell.toml")]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "--kind bell reads hetune run folders" in err
+
+
+def test_nan_readings_in_a_tune_folder_are_counted_in_one_warning(tmp_path, capsys):
+    _, _, data = generated()
+    folder = write_tune_folder(tmp_path / "exp", data)
+    result = sorted(folder.glob("*/result.json"))[0]
+    rows = [json.loads(x) for x in result.read_text().splitlines()]
+    rows[1]["accuracy"], rows[2]["accuracy"] = float("nan"), float("inf")
+    result.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    histories = read_tune_folder(folder, "r")
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "2 result(s) of 1 trial(s) report 'accuracy' as NaN or infinite" in err[0]
+    readings = [r.accuracy for h in histories for s in h.segments for r in s.readings]
+    assert readings and all(a is None or np.isfinite(a) for a in readings)
