@@ -91,6 +91,8 @@ def load_inputs(path: str | Path, overrides: list[str] | None = None) -> RunInpu
         named = getattr(exp, section).path
         if not Path(named).is_file():  # name the key that points at nothing, not only the path
             raise ConfigError(where, f"{section}.path", f"{named} is not a file")
+    if exp.learning.path and _kind_set_apart(exp.learning.path, overrides or []):
+        exp = replace(exp, learning=replace(exp.learning, path=""))  # --set learning.kind wins, as --set does
     if exp.learning.path:
         if not Path(exp.learning.path).is_file():
             raise ConfigError(where, "learning.path", f"{exp.learning.path} is not a file")
@@ -119,6 +121,20 @@ def load_inputs(path: str | Path, overrides: list[str] | None = None) -> RunInpu
                               f"no calibration for device type {device!r} of cluster {exp.cluster.path}")
     check_faults(exp.faults, cluster, where)
     return RunInputs(exp, cluster, calibration, where)
+
+
+def _kind_set_apart(path: str, overrides: list[str]) -> bool:
+    """Whether ``--set learning.kind=...`` names another model than the learning file at ``path`` holds
+    (the file is then not loaded: the user asked for another model)."""
+    kinds = [o.split("=", 1)[1].strip().strip("'\"") for o in overrides
+             if "=" in o and o.split("=", 1)[0].strip() == "learning.kind"]
+    if not kinds or not Path(path).is_file():
+        return False
+    try:
+        file_kind = str(read_toml(path).get("learning", {}).get("kind", ""))
+    except ConfigError:
+        return False  # the file's own error is reported where it is loaded
+    return bool(file_kind) and kinds[-1] != file_kind
 
 
 def _blame_override(exc: ConfigError, overrides: list[str]) -> ConfigError:

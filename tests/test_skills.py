@@ -270,3 +270,13 @@ def test_a_shorter_designs_repeated_runs_are_read_once():
     assert len(curves) == 15  # 9 constants (the 600-iteration ones are their prefixes) and 2 x 3 drops
     assert sum(n.startswith("drop-lr0.03-at300") for n in names) == 3
     assert all(len(c.readings) == 20 for c in curves if c.run.startswith("const"))
+
+
+def test_a_set_learning_kind_wins_over_the_experiments_learning_file():
+    smoke = REPO / "configs/experiments/smoke-local.toml"  # names the digits fit, of kind skills
+    fitted = load_inputs(smoke).experiment.learning
+    assert fitted.kind == "skills" and fitted.uncertainty and fitted.params
+    other = load_inputs(smoke, ['learning.kind="nqm"']).experiment.learning
+    assert other.kind == "nqm" and not other.uncertainty
+    same = load_inputs(smoke, ['learning.kind="skills"']).experiment.learning
+    assert same.params == fitted.params
