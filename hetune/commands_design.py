@@ -45,7 +45,10 @@ def cmd_design(args: argparse.Namespace) -> int:
     todo = [{"name": r.name, "seed": r.seed, "segments": [list(s) for s in r.segments]}
             for r in design.runs if r.name not in have]
     spec = {k: v for k, v in asdict(design).items() if k != "runs"}
-    run_design(folder, spec, todo, data, args.workers, args.address, args.quiet)
+    from hetune.sim.enums import DeviceKind
+
+    gpus = 1.0 if inputs.cluster.has_kind(DeviceKind.GPU) else 0.0  # a GPU experiment's runs train on a GPU
+    run_design(folder, spec, todo, data, args.workers, args.address, args.quiet, gpus)
     return _fit(folder, design.eval_samples)
 
 

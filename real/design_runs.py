@@ -16,6 +16,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from hetune.sim.errors import ConfigError
+
 
 
 def train_run(design: dict[str, Any], run: dict[str, Any], data: str) -> dict[str, Any]:
@@ -34,7 +36,8 @@ def train_run(design: dict[str, Any], run: dict[str, Any], data: str) -> dict[st
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
     classes = 100 if design["dataset"] == "cifar100" else 10
-    net = build_model(design["model"], classes, design["stem"])
+    dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")  # the GPU a task was given, if any
+    net = build_model(design["model"], classes, design["stem"]).to(dev)
     segs = [tuple(s) for s in run["segments"]]
     opt = torch.optim.SGD(net.parameters(), lr=segs[0][0], momentum=segs[0][1])
     loss_fn = torch.nn.CrossEntropyLoss()
@@ -46,23 +49,24 @@ def train_run(design: dict[str, Any], run: dict[str, Any], data: str) -> dict[st
         net.train()
         idx = rng.integers(0, len(ytr), batch)
         opt.zero_grad(set_to_none=True)
-        loss = loss_fn(net(_tensor(xtr[idx])), torch.as_tensor(ytr[idx]))
+        loss = loss_fn(net(_tensor(xtr[idx]).to(dev)), torch.as_tensor(ytr[idx]).to(dev))
         loss.backward()
         opt.step()
         losses.append(float(loss.detach()))
         if it % every == 0 or it == design["horizon"]:
-            acc = evaluate(net, xte, yte, 100)
+            acc = evaluate(net, xte, yte, 100, dev)
             readings.append((it, round(acc, 4), round(float(np.mean(losses[-max(1, every // 4):])), 4)))
     return {"name": run["name"], "seed": seed, "segments": run["segments"], "readings": readings,
             "seconds": round(time.perf_counter() - t0, 1)}
 
 
 def run_design(folder: Path, spec: dict[str, Any], todo: list[dict[str, Any]], data: str, workers: int,
-               address: str = "", quiet: bool = False) -> int:
+               address: str = "", quiet: bool = False, gpus: float = 0.0) -> int:
     """Train the design runs ``todo`` (each {name, seed, segments}; ``spec`` what every run trains: model,
     dataset, stem, batch, horizon, every, eval_samples) as Ray tasks, ``workers`` at once on a new local
-    Ray or on the cluster at ``address``, each written to ``folder/runs/<name>.json`` as it finishes;
-    returns how many were trained."""
+    Ray or on the cluster at ``address`` (each task asking for ``gpus`` GPUs: 1 where the experiment's
+    cluster has GPU nodes), each written to ``folder/runs/<name>.json`` as it finishes; returns how many
+    were trained."""
     from hetune.real.ray_init import init_ray
 
     if not todo:
@@ -70,7 +74,10 @@ def run_design(folder: Path, spec: dict[str, Any], todo: list[dict[str, Any]], d
     # "local": a new instance of our own, even beside another Ray on this host
     ray = init_ray(address or "local", own=not address, **({} if address else {"num_cpus": workers}))
     try:
-        task = ray.remote(num_cpus=1, max_retries=0)(train_run)
+        if gpus and ray.cluster_resources().get("GPU", 0) < gpus:  # a task asking for one would wait forever
+            raise ConfigError("--address", "", "the experiment's cluster has GPU nodes but this Ray has no GPU: "
+                                               "run the design on a Ray cluster with them (--address)")
+        task = ray.remote(num_cpus=1, num_gpus=gpus, max_retries=0)(train_run)
         pending = {task.remote(spec, r, data): r for r in todo}
         while pending:
             ready, _ = ray.wait(list(pending), num_returns=1)

@@ -85,3 +85,17 @@ def test_a_small_design_trains_through_ray_fits_and_resumes_without_redoing_a_ru
     assert "5 of 6 runs already" in capsys.readouterr().out
     assert lost.is_file()
     assert all((out / "runs" / n).stat().st_mtime_ns == t for n, t in kept.items())
+
+
+@pytest.mark.slow
+@pytest.mark.ray
+def test_a_gpu_design_on_a_ray_without_gpus_is_refused_not_left_waiting(tmp_path, capsys):
+    from hetune.real.cifar import write_synthetic
+
+    write_synthetic(tmp_path / "cifar", "cifar10", train=20, test=20)
+    exp = str(REPO / "configs/experiments/pbt-resnet18-cifar10.toml")  # a GPU cluster
+    assert main(["calibrate", "curves", "--design", exp, "--out", str(tmp_path / "d"), "--seeds", "1",
+                 "--data-dir", str(tmp_path / "cifar"), "--quiet"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "has GPU nodes but this Ray has no GPU" in err[0]
+    assert not list((tmp_path / "d" / "runs").glob("*.json"))
