@@ -248,5 +248,12 @@ def _policy(path: Path, tags: dict[str, str]) -> list[tuple[str, str, int, int]]
             raise ConfigError(f"{path}:{n}", "", "not a PBT policy line [target, donor, iteration, "
                                                  "iteration, config, config]") from None
         except KeyError as exc:
-            raise ConfigError(f"{path}:{n}", "", f"names a trial with no result folder: {exc.args[0]}") from None
+            tag = str(exc.args[0])
+            csv_only = [d.name for d in path.parent.iterdir() if d.is_dir() and tag in d.name
+                        and (d / "progress.csv").is_file() and not (d / "result.json").is_file()]
+            if csv_only:  # the folder is there: say what is missing from it
+                raise ConfigError(str(path.parent / csv_only[0]), "", f"trial {tag} has progress.csv but no "
+                                  "result.json, which hetune reads (Ray Tune writes it unless its JSON logger "
+                                  "callback was turned off)") from None
+            raise ConfigError(f"{path}:{n}", "", f"names a trial with no result folder: {tag}") from None
     return out

@@ -202,3 +202,16 @@ def test_nan_readings_in_a_tune_folder_are_counted_in_one_warning(tmp_path, caps
     assert len(err) == 1 and "2 result(s) of 1 trial(s) report 'accuracy' as NaN or infinite" in err[0]
     readings = [r.accuracy for h in histories for s in h.segments for r in s.readings]
     assert readings and all(a is None or np.isfinite(a) for a in readings)
+
+
+def test_a_trial_with_progress_csv_only_is_named_with_what_it_lacks(tmp_path):
+    from hetune.sim.errors import ConfigError
+
+    _, _, data = generated()
+    folder = write_tune_folder(tmp_path / "exp", data, exploits=[("1_lr=0.15", "3_lr=0.5", 500, 500)])
+    donor = next(d for d in folder.iterdir() if "abc_00003" in d.name)
+    (donor / "result.json").unlink()
+    (donor / "progress.csv").write_text("training_iteration,accuracy\n1,0.1\n")
+    with pytest.raises(ConfigError) as e:
+        read_tune_folder(folder, "run0")
+    assert donor.name in str(e.value) and "progress.csv but no result.json" in str(e.value)
