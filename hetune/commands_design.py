@@ -54,6 +54,8 @@ def cmd_design(args: argparse.Namespace) -> int:
 
 def _data(inputs: Any, folder: Path, data_dir: str) -> str:
     exp = inputs.experiment
+    if not exp.experiment.dataset:
+        raise ConfigError(inputs.source, "experiment.dataset", "the design trains the network: name its dataset")
     if exp.experiment.dataset == "digits":  # shipped: written into the design folder unless a folder is named
         return data_dir or exp.real.data_dir or str(folder / "data")
     data = data_dir or exp.real.data_dir

@@ -128,7 +128,8 @@ class ExperimentInfo:
         name: experiment name.
         model: model name, a key of the calibration file's [models].
         dataset: "cifar10", "cifar100" or "digits" (the handwritten digits hetune ships, 40% of the
-            training labels noisy, 500 test images; real/digits.py).
+            training labels noisy, 500 test images; real/digits.py); required unless nothing is read
+            (``real.trainable = "model"``: the learning model stands in for the network).
         stem: the network trained, measured and simulated: "cifar" (ResNet with a 3x3 stem and no
             max pool, the usual network for 32x32 images) or "imagenet" (torchvision's 7x7 stem and
             max pool, some 15x less work per image). Calibration rows must be of this network.
@@ -153,7 +154,7 @@ class ExperimentInfo:
 
     name: str
     model: str
-    dataset: Literal["cifar10", "cifar100", "digits"]
+    dataset: Literal["cifar10", "cifar100", "digits", ""] = ""
     stem: Literal["cifar", "imagenet"] = "cifar"
     population: int = 20
     batch_size: int = 512
@@ -333,6 +334,9 @@ class ExperimentConfig:
     plugins: PluginsConfig = field(default_factory=PluginsConfig)
 
     def check(self) -> Iterator[tuple[str, str]]:
+        if not self.experiment.dataset and self.real.trainable != "model":
+            yield "experiment.dataset", ('required: the network trains on it ("cifar10", "cifar100" or "digits"; '
+                                         'only real.trainable = "model" reads no data)')
         if (self.pbt.time_attr == "training_iteration"
                 and self.pbt.perturbation_interval % self.experiment.checkpoint_interval != 0):
             # A perturbation needs a fresh checkpoint to clone, as in Ray Tune.

@@ -36,7 +36,8 @@ def type_name(tp: Any) -> str:
     """A type as messages name it: 'one of ...' for a Literal or enum, 'a table', 'int', ..."""
     origin = get_origin(tp)
     if origin is Literal:
-        return "one of " + ", ".join(repr(a) for a in get_args(tp))
+        # "" is the left-out value of an optional Literal (experiment.dataset): not a choice to offer
+        return "one of " + ", ".join(repr(a) for a in get_args(tp) if a != "")
     if _is_enum(tp):  # worded as the Literal it replaced: one of 'gpu', 'cpu'
         return "one of " + ", ".join(repr(m.value) for m in tp)
     if origin in (typing.Union, types.UnionType):

@@ -42,3 +42,23 @@ def test_what_hetune_does_not_model_is_refused_in_one_line(tmp_path, capsys, set
     assert main(args) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and needle in err
+
+
+def test_a_dataset_is_needed_only_where_the_network_trains(tmp_path, capsys):
+    import tomllib
+
+    import tomli_w
+
+    raw = tomllib.loads((REPO / "configs/experiments/smoke-local.toml").read_text())
+    del raw["experiment"]["dataset"]
+    raw["cluster"]["path"] = str(REPO / "configs/clusters/local.toml")
+    raw["calibration"]["path"] = str(REPO / "configs/calibration/local.toml")
+    raw["learning"] = {"kind": "nqm"}
+    exp = tmp_path / "nodata.toml"
+    exp.write_text(tomli_w.dumps(raw))
+    assert main(["simulate", str(exp), "--set", 'real.trainable="model"', "--out", str(tmp_path / "a")]) == 0
+    capsys.readouterr()
+    assert main(["simulate", str(exp), "--out", str(tmp_path / "b")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "experiment.dataset: required: the network trains on it" in err[0]
+    assert not (tmp_path / "b").exists()
