@@ -96,6 +96,8 @@ class PBTConfig:
             yield "mutations", "must name at least one hyperparameter"
         if self.metric != "accuracy":
             yield "metric", f"only 'accuracy' is reported by trials, got {self.metric!r}"
+        elif self.mode != "max":  # Ray would take it, and PBT would copy the least accurate trials
+            yield "mode", f"accuracy is maximised: must be \"max\", got {self.mode!r}"
 
 
 @dataclass(frozen=True)

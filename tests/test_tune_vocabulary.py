@@ -62,3 +62,9 @@ def test_a_dataset_is_needed_only_where_the_network_trains(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "experiment.dataset: required: the network trains on it" in err[0]
     assert not (tmp_path / "b").exists()
+
+
+def test_accuracy_minimised_is_refused_in_one_line(tmp_path, capsys):
+    assert main(["simulate", str(EXP), "--set", 'pbt.mode="min"', "--out", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "pbt.mode: accuracy is maximised" in err[0] and not (tmp_path / "r").exists()
