@@ -33,7 +33,7 @@ def test_wheel_installs_and_sweeps_outside_a_checkout(tmp_path):
         meta = zf.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
     assert {"hetune/sim/engine.py", "hetune/sim/strategies/hrfs.py", "hetune/adapt/policy.py",
             "hetune/configs/experiments/pbt-resnet18-cifar10.toml", "hetune/configs/clusters/gavel-12.toml",
-            "hetune/configs/calibration/reference.toml"} <= names
+            "hetune/configs/calibration/reference.toml", "hetune/configs/learning/digits-skills.toml"} <= names
     assert not {n for n in names if n.split("/")[0] in {"sim", "real", "calibrate", "plots", "adapt", "configs"}}
     torch_reqs = [line for line in meta.splitlines() if line.startswith("Requires-Dist: torch")]
     assert torch_reqs and all('extra == "real"' in line for line in torch_reqs)
@@ -58,4 +58,8 @@ def test_wheel_installs_and_sweeps_outside_a_checkout(tmp_path):
         assert proc.returncode == 0, proc.stderr
         assert "best strategy:" in proc.stdout
     assert (empty / "results" / "sweep-pbt-resnet18-cifar10" / "sweep.csv").is_file()
+    # a shipped digits experiment names its learning fit beside it: shipped too
+    proc = subprocess.run([str(venv / "bin" / "hetune"), "simulate", "configs/experiments/smoke-local.toml", "--out",
+                           "r3"], cwd=empty, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and "best accuracy" in proc.stdout, proc.stderr
     assert (empty / "r2" / "ranking.json").is_file()
