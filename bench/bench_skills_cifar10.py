@@ -35,6 +35,7 @@ from pathlib import Path
 
 import numpy as np
 import tomli_w
+from bench_skills_digits import print_insample  # bench/ is on the path: the script's own folder
 
 from hetune.calibrate.curves_io import csv_curves
 from hetune.calibrate.skills_fit import Curve, FitSettings, expected, fit, params_table
@@ -142,12 +143,7 @@ def score_b(params: SkillsParams, d: dict[str, list[Curve]]) -> dict:
 def main(argv: list[str]) -> None:
     d = data()
     if "--insample" in argv:
-        t0 = time.perf_counter()
-        r = fit(d["const"], PRIOR, SETTINGS)
-        print(f"fit A in-sample: rmse {r.rmse:.4f} over {r.readings} readings, lag-1 {r.residual_lag1:.2f}, not "
-              f"identified {r.unidentified}, {time.perf_counter() - t0:.1f} s")
-        print(params_table(r.params))
-        return
+        return print_insample("fit A in-sample", d["const"], PRIOR, SETTINGS)
     out: dict = {"host": platform.node(), "settings": SETTINGS.__dict__, "prior": params_table(PRIOR), "fits": {}}
     for name, curves, scorer in (("A", d["const"], score_a), ("B", d["const"] + d["cosine_rs"], score_b)):
         t0 = time.perf_counter()
@@ -156,9 +152,7 @@ def main(argv: list[str]) -> None:
         s = scorer(r.params, d)
         out["fits"][name] = {"fitted_runs": [c.run for c in curves], "seconds": round(secs, 1), "fit": r.table(),
                              "score": s}
-        (OUT / f"fit-{name}.toml").write_text(tomli_w.dumps(
-            {"learning": {"kind": "skills", "params": params_table(r.params), "uncertainty": r.uncertainty()},
-             "fit": r.table()}))
+        (OUT / f"fit-{name}.toml").write_text(tomli_w.dumps(r.learning_file()))
         summary = {k: v for k, v in s.items() if k not in ("runs", "predicted_curve_80_100", "real_median_80_100")}
         print(f"fit {name} ({len(curves)} runs, rmse {r.rmse:.4f}, not identified {r.unidentified}, {secs:.1f} s): "
               f"{json.dumps(summary)}", flush=True)

@@ -78,6 +78,15 @@ def score(params, held: list[Curve], const: list[Curve]) -> dict:
             "iterations": [int(i) for i in its]}
 
 
+def print_insample(label: str, curves: list[Curve], prior: SkillsParams, settings: FitSettings) -> None:
+    """Fit ``curves`` and print the in-sample misfit and the parameters (no hold-out is scored)."""
+    t0 = time.perf_counter()
+    r = fit(curves, prior, settings)
+    print(f"{label}: rmse {r.rmse:.4f} over {r.readings} readings, lag-1 {r.residual_lag1:.2f}, not identified "
+          f"{r.unidentified}, {time.perf_counter() - t0:.1f} s")
+    print(params_table(r.params))
+
+
 def in_sample_all(d: dict[str, list[Curve]], settings: FitSettings) -> None:
     """Each form fitted on the 9 constants and both drops; its misfit on each drop's mean curve after the
     switch, on the hold-out's measure (stored in scores.json as ``in_sample_all_runs``; no hold-out)."""
@@ -112,12 +121,7 @@ def main(argv: list[str]) -> None:
     if "--all" in argv:
         return in_sample_all(d, settings)
     if "--insample" in argv:
-        t0 = time.perf_counter()
-        r = fit(d["const"], prior, settings)
-        print(f"constants only: rmse {r.rmse:.4f}, lag-1 {r.residual_lag1:.2f}, not identified {r.unidentified}, "
-              f"{time.perf_counter() - t0:.1f} s")
-        print(params_table(r.params))
-        return
+        return print_insample("constants only", d["const"], prior, settings)
     OUT.mkdir(parents=True, exist_ok=True)
     path = OUT / "scores.json"
     out = json.loads(path.read_text()) if path.is_file() else {}

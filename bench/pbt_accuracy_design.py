@@ -28,7 +28,6 @@ import hashlib
 import json
 import math
 import statistics
-import subprocess
 import sys
 import time
 import tomllib
@@ -36,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from accuracy_judgement import gap_verdict, paired_gap, record, summary
+from bench_fidelity import hetune
 
 REPO = Path(__file__).resolve().parents[1]
 OUT = REPO / "results/pbt-accuracy/judged"
@@ -51,19 +51,12 @@ FROZEN_FIELDS = ("population", "stop_iterations", "batch_size", "eval_samples", 
 
 
 def _design_readings(budget: int) -> list[tuple[tuple, list[tuple[int, float]]]]:
-    """(configuration, readings up to ``budget``) of every design run, each run once (the 600-iteration
-    design's constants repeat the 1,000-iteration ones)."""
-    seen, out = set(), []
-    for path in DESIGN_RUNS:
-        data = json.loads((REPO / path).read_text())
-        for r in data["runs"]:
-            reads = [(int(i), float(a)) for i, a, *_ in r["readings"] if int(i) <= budget]
-            at = r.get("drop_at", data["meta"]["setup"].get("drop_at")) if r["kind"] == "drop" else None
-            key = (r["kind"], r["lr"], at, r["seed"])
-            if key not in seen:
-                seen.add(key)
-                out.append((key, reads))
-    return out
+    """(configuration, seed) and readings up to ``budget`` of every design run, each run once (read as
+    ``calibrate curves`` reads them: the 600-iteration design's constants repeat the 1,000-iteration ones)."""
+    from hetune.calibrate.skills_curves import read_curves
+
+    return [((c.run.rsplit("-s", 1)[0], c.seed), [(i, a) for i, a in c.readings if i <= budget])
+            for c in read_curves([str(REPO / p) for p in DESIGN_RUNS])]
 
 
 def freeze() -> dict[str, Any]:
@@ -75,10 +68,11 @@ def freeze() -> dict[str, Any]:
     runs = _design_readings(budget)
     groups: dict[tuple, list[float]] = {}
     for key, reads in runs:
-        groups.setdefault(key[:3], []).append(max(a for _, a in reads))
+        groups.setdefault(key[0], []).append(max(a for _, a in reads))
     pooled = math.sqrt(statistics.fmean(statistics.variance(v) for v in groups.values() if len(v) > 1))
     seeds = min(10, max(7, math.ceil(7 * (pooled / 0.065) ** 2)))
-    middles = [(reads[0][1] + (reads[-1][1] + reads[-2][1]) / 2) / 2 for key, reads in runs if key[0] == "const"]
+    middles = [(reads[0][1] + (reads[-1][1] + reads[-2][1]) / 2) / 2 for key, reads in runs
+               if key[0].startswith("const")]
     fit_text = (REPO / FIT).read_text()
     design = {"experiment": EXPERIMENT, "budget_iterations": budget,
               "target_accuracy": round(statistics.median(middles), 2), "seeds": seeds,
@@ -95,17 +89,13 @@ def freeze() -> dict[str, Any]:
     return design
 
 
-def _hetune(*args: str) -> None:
-    subprocess.run([sys.executable, "-m", "hetune.cli", *args], cwd=REPO, check=True)
-
-
 def part(hours: float) -> None:
     """Judged runs in the design's order (paired seeds first, the third arm last) until ``hours`` pass."""
     design = json.loads((OUT / "design.json").read_text())  # freeze() first: refused otherwise
     t_end = time.time() + hours * 3600
     cal = OUT / "calibration.toml"
     if not cal.is_file():
-        _hetune("calibrate", "--cluster", "configs/clusters/local-2slots.toml", "--models", "resnet18",
+        hetune("calibrate", "--cluster", "configs/clusters/local-2slots.toml", "--models", "resnet18",
                 "--batch-sizes", "8", "--steps", "5", "--under-load", "--quiet", "--out", str(cal.relative_to(REPO)))
     order = [(a, s) for s in design["arms"]["tune-default-plain"] for a in ("tune-default-plain", "random-search")]
     order += [("rank-aware", s) for s in design["arms"]["rank-aware"]]
@@ -118,10 +108,10 @@ def part(hours: float) -> None:
             return
         if not (folder / "summary.json").is_file():
             resume = ["--resume"] if (folder / "events.partial.jsonl").is_file() else []
-            _hetune("validate", EXPERIMENT, *ARMS[arm], "--seed", str(seed), "--out", str(folder.relative_to(REPO)),
+            hetune("validate", EXPERIMENT, *ARMS[arm], "--seed", str(seed), "--out", str(folder.relative_to(REPO)),
                     "--quiet", "--set", f"experiment.target_accuracy={design['target_accuracy']}",
                     "--set", f"calibration.path={cal.relative_to(REPO)}", *resume)
-        _hetune("compare", str(folder.relative_to(REPO)), "--seeds", str(design["simulated_seeds"]))
+        hetune("compare", str(folder.relative_to(REPO)), "--seeds", str(design["simulated_seeds"]))
 
 
 def check_runs(design: dict[str, Any], runs: list[Path]) -> None:

@@ -18,7 +18,7 @@ from typing import Any
 from hetune.calibrate.curve_design import MIN_LRS, design_curves
 from hetune.calibrate.curves_io import add_segment, csv_curves, digits_runs, drop_prefixes
 from hetune.calibrate.histories import History
-from hetune.calibrate.skills_fit import Curve, FitResult, FitSettings, fit, params_table
+from hetune.calibrate.skills_fit import Curve, FitResult, FitSettings, fit
 from hetune.sim.errors import ConfigError
 from hetune.sim.skills import SkillsParams
 from hetune.sim.tomlfile import atomic_write_toml
@@ -77,9 +77,7 @@ def write_fit(paths: list[str], out: Path, prior: SkillsParams, settings: FitSet
     curves = read_curves(paths, **read)
     check_design(curves, " ".join(paths))
     result = fit(curves, prior, settings)
-    atomic_write_toml(out, {"learning": {"kind": "skills", "params": params_table(result.params),
-                                         "uncertainty": result.uncertainty()},
-                            "fit": dict(result.table(), inputs=[str(p) for p in paths])})
+    atomic_write_toml(out, result.learning_file(inputs=[str(p) for p in paths]))
     return result
 
 

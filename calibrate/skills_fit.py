@@ -99,6 +99,12 @@ class FitResult:
                 "mean": [float(f"{v:.8g}") for v in self.mean],
                 "cov": [[float(f"{v:.8g}") for v in row] for row in self.cov]}
 
+    def learning_file(self, **fit_extra: Any) -> dict[str, Any]:
+        """A learning file's tables: ``[learning]`` (kind, params, uncertainty) and ``[fit]`` (``table``
+        and ``fit_extra``)."""
+        return {"learning": {"kind": "skills", "params": params_table(self.params), "uncertainty": self.uncertainty()},
+                "fit": dict(self.table(), **fit_extra)}
+
     def table(self) -> dict[str, Any]:
         """As plain data (a TOML ``[fit]`` table)."""
         return {"rmse": round(self.rmse, 5), "residual_lag1": round(self.residual_lag1, 4), "readings": self.readings,

@@ -22,6 +22,17 @@ from hetune.sim.strategies.base import IDLE, RETIRE, Ordering, Run, Strategy
 
 REPO = Path(__file__).resolve().parents[1]
 
+
+def bench_module(name: str) -> Any:
+    """A module of bench/ (scripts, not a package), imported with bench/ on the path as its scripts run."""
+    import importlib
+
+    sys.path.insert(0, str(REPO / "bench"))
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.pop(0)
+
 # Round numbers so closed-form answers are exact in binary floating point.
 FAST = {"alpha_s": 0.5, "beta_s_per_sample": 0.0, "eval_s": 2.0, "checkpoint_mb": 125.0,
         "save_s": 1.0, "load_s": 4.0, "start_overhead_s": 8.0, "stem": "cifar"}

@@ -1,23 +1,16 @@
 """How a simulated distribution of best accuracy holds real runs (bench/accuracy_judgement.py)."""
 
-import sys
 from itertools import product
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+from conftest import REPO, bench_module
 
 
 @pytest.fixture
 def aj():
-    sys.path.insert(0, str(REPO / "bench"))
-    try:
-        import accuracy_judgement
-        yield accuracy_judgement
-    finally:
-        sys.path.pop(0)
+    return bench_module("accuracy_judgement")
 
 
 def test_crps_matches_its_definition_and_rewards_a_sharp_right_forecast(aj):
@@ -50,12 +43,7 @@ def test_the_paired_gap_is_judged_only_where_the_real_gap_is_resolved(aj):
 
 @pytest.fixture
 def pad():
-    sys.path.insert(0, str(REPO / "bench"))
-    try:
-        import pbt_accuracy_design
-        yield pbt_accuracy_design
-    finally:
-        sys.path.pop(0)
+    return bench_module("pbt_accuracy_design")
 
 
 def _run_folder(path, params, **exp):

@@ -3,22 +3,15 @@ distribution, and how many runs a one-point target would need (bench/fidelity_di
 
 import json
 import math
-import sys
-from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+from conftest import REPO, bench_module
 
 
 @pytest.fixture
 def fd():
-    sys.path.insert(0, str(REPO / "bench"))
-    try:
-        import fidelity_digits
-        yield fidelity_digits
-    finally:
-        sys.path.pop(0)
+    return bench_module("fidelity_digits")
 
 
 def test_percentile_counts_ties_half_and_skips_missing(fd):

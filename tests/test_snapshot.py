@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import json
 import shutil
-import sys
 import tomllib
 
 import pytest
 
-from conftest import REPO, write_setup
+from conftest import REPO, bench_module, write_setup
 from hetune.cli import main
 from hetune.sim.loader import load_inputs
 from hetune.sim.snapshot import MANIFEST, SNAPSHOT_FILES, inputs_hash, load_snapshot, read_manifest
@@ -124,11 +123,7 @@ def test_every_committed_run_folder_can_be_judged_from_any_clone():
 
 
 def test_the_fidelity_table_refuses_runs_of_different_inputs(tmp_path, monkeypatch, capsys):
-    sys.path.insert(0, str(REPO / "bench"))
-    try:
-        import bench_fidelity
-    finally:
-        sys.path.pop(0)
+    bench_fidelity = bench_module("bench_fidelity")
     monkeypatch.setattr(bench_fidelity, "OUT", tmp_path)
     same = {"a-s0": {"inputs": {"inputs_hash": "1" * 64}}, "b-s0": {"inputs": {"inputs_hash": "1" * 64}}}
     assert bench_fidelity.benchmark_inputs(same) == "1" * 64
