@@ -85,22 +85,36 @@ class Scenario:
     base_epoch_s: float = 0.0
 
     def check(self) -> Iterator[tuple[str, str]]:
+        # one yield per key with constant text: docs/config.md reads each key's range from here
         if self.budget_s <= 0:
             yield "budget_s", f"must be > 0, got {self.budget_s}"
+        if self.start_offset_s < 0:
+            yield "start_offset_s", f"must be >= 0, got {self.start_offset_s}"
         ups = [c for c in self.changes if c.change == "up"]
         if not ups:
             yield "changes", "need at least one {time, change = \"up\"}"
         elif not self.start_offset_s <= ups[0].time < self.start_offset_s + self.budget_s:
             yield "changes", f"the first up ({ups[0].time}) must fall inside the budget"
-        if self.slow_factor < 1 or self.time_scale <= 0:
-            yield "slow_factor", "slow_factor must be >= 1 and time_scale > 0"
+        if self.slow_factor < 1:
+            yield "slow_factor", f"must be >= 1, got {self.slow_factor}"
+        if self.time_scale <= 0:
+            yield "time_scale", f"must be > 0, got {self.time_scale}"
         if self.image_size not in (8, 16, 32):
             yield "image_size", f"must be 32, 16 or 8, got {self.image_size}"
-        for k in ("epoch_samples", "test_samples", "batch_size"):
-            if getattr(self, k) < 1:
-                yield k, f"must be >= 1, got {getattr(self, k)}"
+        if self.epoch_samples < 1:
+            yield "epoch_samples", f"must be >= 1, got {self.epoch_samples}"
+        if self.test_samples < 1:
+            yield "test_samples", f"must be >= 1, got {self.test_samples}"
+        if self.batch_size < 1:
+            yield "batch_size", f"must be >= 1, got {self.batch_size}"
+        if self.lr <= 0:
+            yield "lr", f"must be > 0, got {self.lr}"
+        if not 0.0 < self.lr_decay <= 1.0:
+            yield "lr_decay", f"must be in (0, 1] (1: no decay), got {self.lr_decay}"
         if not 0.0 <= self.ema_decay < 1.0:
             yield "ema_decay", f"must be in [0, 1), got {self.ema_decay}"
+        if self.signal <= 0:
+            yield "signal", f"must be > 0, got {self.signal}"
         if self.base_epoch_s < 0:
             yield "base_epoch_s", f"must be >= 0 (0 = measured seconds x time_scale), got {self.base_epoch_s}"
         if self.final_test_samples < 0:

@@ -118,15 +118,16 @@ def rows(cls: type, prefix: str = "") -> Iterator[tuple[str, str, str, str, str]
             yield from rows(args[0], f"{key}[].")
 
 
-def _table(cls: type) -> str:
+def _table(cls: type, prefix: str = "") -> str:
     out = ["| key | type | default | allowed | meaning |", "|---|---|---|---|---|"]
-    for key, tp, default, allowed, meaning in rows(cls):
+    for key, tp, default, allowed, meaning in rows(cls, prefix):
         out.append(f"| `{key}` | {tp} | {default} | {allowed.replace('|', '/')} | {meaning.replace('|', '/')} |")
     return "\n".join(out)
 
 
 def config_md() -> str:
     """The whole of docs/config.md."""
+    from hetune.adapt.scenario import Scenario
     from hetune.sim.cluster import ClusterConfig
     from hetune.sim.config import ExperimentConfig
     from hetune.sim.throughput import CalibrationConfig
@@ -153,5 +154,12 @@ def config_md() -> str:
         "## Calibration file (`configs/calibration/*.toml`, written by `hetune calibrate`)",
         "",
         _table(CalibrationConfig),
+        "",
+        "## Adaptation scenario file (`[adapt]`, read by `hetune adapt`)",
+        "",
+        "A scenario file holds only an `[adapt]` table (`configs/adapt/*.toml`); `changes` is an array of",
+        "`{time, change}` tables.",
+        "",
+        _table(Scenario, "adapt."),
         "",
     ])

@@ -106,7 +106,8 @@ class ClusterConfig:
         cluster: the cluster's name and network.
         devices: device types by name: what each node group's devices are.
         nodes: node groups (``[[nodes]]``), each of one device type.
-        description: one line saying what the cluster is (shown by ``hetune clusters``).
+        description: one line saying what the cluster is, for people reading the file (``hetune cluster
+            describe`` writes one).
     """
 
     cluster: ClusterInfo

@@ -242,3 +242,16 @@ def test_shipped_scenarios_load():
     want.update({f"convnet3-{n}": ("convnet3", up, 400.0) for n, up in five.items()})
     want.update({f"up{up}": ("convnet2", float(up), 400.0) for up in (105, 170, 235, 300)})  # held out: checks only
     assert ups == want
+
+
+@pytest.mark.parametrize("key, value", [("lr", "0.0"), ("lr_decay", "1.5"), ("signal", "-1.0"),
+                                        ("time_scale", "0.0"), ("start_offset_s", "-5.0")])
+def test_a_scenario_value_out_of_range_is_refused_naming_its_key(tmp_path, key, value):
+    from hetune.adapt.scenario import load_scenario
+    from hetune.sim.errors import ConfigError
+
+    path = tmp_path / "s.toml"
+    path.write_text(TINY)
+    load_scenario(path)
+    with pytest.raises(ConfigError, match=rf"adapt\.{key}"):
+        load_scenario(path, [f"adapt.{key}={value}"])

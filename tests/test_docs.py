@@ -48,3 +48,36 @@ def test_the_config_reference_names_types_defaults_and_ranges():
     text = (REPO / "docs/config.md").read_text()
     assert "| `pbt.quantile_fraction` | float | 0.25 | must be in (0, 0.5] |" in text
     assert "| `nodes[].gpus` | int | 0 | must be >= 0 |" in text
+
+
+def _commands() -> set[tuple[str, ...]]:
+    """Every ``hetune`` command and sub-command the parser knows, as word tuples."""
+    import argparse
+
+    from hetune.cli import build_parser
+
+    def walk(p: argparse.ArgumentParser, prefix: tuple[str, ...]) -> set[tuple[str, ...]]:
+        out = {prefix}
+        for a in p._actions:
+            if isinstance(a, argparse._SubParsersAction):
+                for name, sp in a.choices.items():
+                    out |= walk(sp, prefix + (name,))
+        return out
+
+    return walk(build_parser(), ())
+
+
+def test_the_docs_name_only_commands_that_exist():
+    import re
+
+    known = _commands()
+    # a mistyped command in the docs (it once said ``hetune clusters``) is caught here
+    wrong = set()
+    for page in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]:
+        for m in re.finditer(r"`hetune ([a-z][a-z-]*)((?: [a-z][a-z-]*)?)", page.read_text()):
+            words = (m.group(1),) + tuple(m.group(2).split())
+            if words not in known and words[:1] not in known:
+                wrong.add((page.name, " ".join(words)))
+            elif len(words) == 2 and words not in known and any(k[:1] == words[:1] and len(k) == 2 for k in known):
+                wrong.add((page.name, " ".join(words)))
+    assert not wrong
