@@ -57,8 +57,8 @@ def code_version() -> str:
     return f"{base}+g{commit}" + (".dirty" if dirty else "") if commit else base
 
 
-def inputs_hash(inputs: RunInputs) -> str:
-    """sha256 (hex) of everything a run is judged with except its strategy and seed: the experiment
+def _hashed(inputs: RunInputs) -> dict[str, Any]:
+    """What ``inputs_hash`` hashes: everything a run is judged with except its strategy and seed: the experiment
     (without where its cluster and calibration files lie), the cluster and the calibration.
 
     Runs of one benchmark share it; a refit curve, a new calibration or a changed experiment
@@ -90,8 +90,38 @@ def inputs_hash(inputs: RunInputs) -> str:
                                  ("parallel_fraction_batch", {})):
                 if row.get(key) == default:
                     row.pop(key)
-    data = {"experiment": exp, "cluster": to_mapping(inputs.cluster), "calibration": calibration}
+    return {"experiment": exp, "cluster": to_mapping(inputs.cluster), "calibration": calibration}
+
+
+def _digest(data: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(data, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def inputs_hash(inputs: RunInputs) -> str:
+    """sha256 (hex) of everything a run is judged with except its strategy and seed (see ``_hashed``)."""
+    return _digest(_hashed(inputs))
+
+
+# Keys that came after some runs were frozen but *before* others that hashed them at their defaults:
+# a run frozen before they came hashed without them, so its recorded hash is one of these older forms
+# (real.trainable and real.model_sleep came with the model trainable, fb23db3 of 2026-12-06: the
+# fidelity runs of results/fidelity/{idle,scaling-at-batch,under-load} are older).
+_OLDER_FORMS: tuple[tuple[tuple[str, str, Any], ...], ...] = (
+    (("real", "trainable", "network"), ("real", "model_sleep", 1.0)),
+)
+
+
+def recorded_hashes(inputs: RunInputs) -> list[str]:
+    """Every hash a run frozen with these inputs may have recorded: today's first, then each older form's."""
+    out = [inputs_hash(inputs)]
+    for form in _OLDER_FORMS:
+        data = _hashed(inputs)
+        if all(data["experiment"].get(table, {}).get(key) == default for table, key, default in form):
+            for table, key, _ in form:
+                data["experiment"][table].pop(key)
+            out.append(_digest(data))
+    return out
+
 
 
 def _sha256(path: Path) -> str:
@@ -172,7 +202,16 @@ def load_snapshot(folder: Path, overrides: list[str] | None = None) -> tuple[Run
     """The run's frozen inputs (checked against their hashes), with ``--set`` overrides applied,
     and its manifest."""
     manifest = read_manifest(folder)
-    inputs = load_inputs(folder / "config.toml", overrides)
+    inputs = load_inputs(folder / "config.toml")
+    # Each file matches its own sha, but inputs.json could have been edited with them: the hash of
+    # what the files hold must be the one recorded (tamper-evident, not tamper-proof: an edit that
+    # rewrites the recorded hash too passes).
+    if manifest["inputs_hash"] not in recorded_hashes(inputs):
+        raise ConfigError(str(folder / MANIFEST), "inputs_hash", f"does not match the frozen files (they hash to "
+                          f"{inputs_hash(inputs)[:12]}, recorded {manifest['inputs_hash'][:12]}): the snapshot "
+                          "was edited after it was frozen")
+    if overrides:
+        inputs = load_inputs(folder / "config.toml", overrides)
     plugins.check_recorded(manifest.get("plugins") or {}, str(folder / MANIFEST))
     return inputs, manifest
 

@@ -84,6 +84,25 @@ def test_a_missing_or_changed_snapshot_is_refused_in_one_line(run, capsys, damag
     assert not (out / "fidelity.json").exists()
 
 
+@pytest.mark.parametrize("edit", ["zeroed hash", "config and its sha"])
+def test_an_edited_manifest_is_refused_naming_it(run, capsys, edit):
+    import hashlib
+
+    _, out = run
+    m = json.loads((out / MANIFEST).read_text())
+    if edit == "zeroed hash":
+        m["inputs_hash"] = "0" * 64
+    else:  # another experiment behind the same recorded hash: each file's sha rewritten to match
+        cfg = out / "config.toml"
+        cfg.write_text(cfg.read_text().replace("population = 4", "population = 3"))
+        m["files"]["config.toml"] = hashlib.sha256(cfg.read_bytes()).hexdigest()
+    (out / MANIFEST).write_text(json.dumps(m))
+    assert main(["compare", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and MANIFEST in err[0] and "inputs_hash" in err[0]
+    assert not (out / "fidelity.json").exists()
+
+
 def test_a_run_of_another_code_version_is_compared_with_a_note(run, capsys):
     _, out = run
     m = json.loads((out / MANIFEST).read_text())
@@ -114,7 +133,7 @@ def test_every_committed_run_folder_can_be_judged_from_any_clone():
             and "cluster" in tomllib.loads((p.parent / "config.toml").read_text())]
     assert runs
     for folder in runs:
-        read_manifest(folder)
+        load_snapshot(folder)  # every file's sha and the recorded inputs_hash (older forms included)
         cfg = tomllib.loads((folder / "config.toml").read_text())
         assert cfg["cluster"]["path"] == "cluster.toml", folder
     for f in (REPO / "results").rglob("*"):
