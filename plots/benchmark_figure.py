@@ -36,36 +36,49 @@ def _real(fid: dict[str, Any], key: str) -> float | None:
     return fid[key]["real"]
 
 
+def _rows(runs: dict[str, list[dict[str, Any]]]) -> list[tuple[float, str, dict[str, Any]]]:
+    """(y, label, fidelity) for every judged run, strategies apart by a gap, seeds in order."""
+    out, y = [], 0.0
+    for name in sorted(runs):
+        for f in sorted((f for f in runs[name] if "sim_spread" in f), key=lambda f: f.get("seed", 0)):
+            ttt, seeds = f["sim_spread"].get("time_to_target_s") or {}, f["sim_spread"].get("seeds", 0)
+            reached = f" ({ttt['runs']}/{seeds} reached)" if ttt.get("runs", seeds) != seeds else ""
+            out.append((y, f"{name} s{f.get('seed', '?')}{reached}", f))
+            y += 1.0
+        y += 0.6
+    return out
+
+
 def fidelity_benchmark(runs: dict[str, list[dict[str, Any]]], out: Path, label: str,
                        pdf: bool = False) -> list[Path]:
-    """A panel per outcome, a row per strategy: the simulated seeds as a box (whiskers at 2.5% and
-    97.5%: the 95% range), or as its range and median where a run's fidelity.json kept no values;
-    each real run a black dot (a cross at the right edge: the real run never reached the target)."""
-    names = sorted(runs)
-    fig, axes = figure(11.0, 0.5 + 0.45 * len(names), ncols=len(PANELS), sharey=True)
+    """A panel per outcome, a row per real run beside its own simulated seeds (each run is simulated
+    from its own seed, so each has its own range): the simulated seeds as a box (whiskers at 2.5% and
+    97.5%: the 95% range), or as its range and median where a run's fidelity.json kept no values; the
+    real run a black dot (a cross at the right edge: it never reached the target)."""
+    rows = _rows(runs)
+    fig, axes = figure(11.0, 1.0 + 0.3 * len(rows) + 0.1 * len(runs), ncols=len(PANELS), sharey=True)
     for ax, (key, title) in zip(axes, PANELS):
-        for y, name in enumerate(names):
-            fids = [f for f in runs[name] if "sim_spread" in f]
-            d = fids[0]["sim_spread"].get(key) or {}
+        for y, _, f in rows:
+            d = f["sim_spread"].get(key) or {}
             if d.get("values"):
-                ax.boxplot([d["values"]], positions=[y], orientation="horizontal", whis=(2.5, 97.5), widths=0.5,
+                ax.boxplot([d["values"]], positions=[y], orientation="horizontal", whis=(2.5, 97.5), widths=0.6,
                            showfliers=False, medianprops={"color": "black"}, boxprops={"color": "0.45"},
                            whiskerprops={"color": "0.45"}, capprops={"color": "0.45"})
             elif d.get("median") is not None:
                 ax.plot([d["lo"], d["hi"]], [y, y], color="0.45", linewidth=3)
-                ax.plot([d["median"]], [y], marker="|", color="black", markersize=12)
-            if key == "time_to_target_s":
-                ax.annotate(f"{d.get('runs', 0)}/{fids[0]['sim_spread']['seeds']}", (1.0, y),
-                            xycoords=("axes fraction", "data"), ha="right", va="bottom", fontsize=6, color="0.3")
-            for f in fids:
-                v = _real(f, key)
-                if v is None:
-                    ax.plot([1.0], [y], marker="x", color="black", transform=ax.get_yaxis_transform(), clip_on=False)
-                else:
-                    ax.plot([v], [y], marker="o", color="black", markersize=4, linestyle="none")
+                ax.plot([d["median"]], [y], marker="|", color="black", markersize=10)
+            v = _real(f, key)
+            if v is None:
+                ax.plot([1.0], [y], marker="x", color="black", transform=ax.get_yaxis_transform(), clip_on=False)
+            else:
+                ax.plot([v], [y], marker="o", color="black", markersize=4, linestyle="none", zorder=3)
         ax.set_xlabel(title)
-        ax.set_yticks(range(len(names)), names)
+        ax.set_yticks([y for y, _, _ in rows], [name for _, name, _ in rows], fontsize=7)
+        ax.grid(axis="y", visible=False)  # a row's box is its own: no line across to the next panel
     axes[0].invert_yaxis()
-    axes[1].set_title("time to target (seeds that reached it; x: a real run never did)", fontsize=8)
-    fig.suptitle(f"Fidelity benchmark {label}: simulated seeds (box, whiskers 95%) and real runs (dots)")
+    seeds = sorted({f["sim_spread"].get("seeds", 0) for _, _, f in rows})
+    axes[1].set_title("simulated seeds that reached the target (all, unless the row says); x: the real run never "
+                      "did", fontsize=8)
+    fig.suptitle(f"Fidelity benchmark {label}: each real run (dot) against its own "
+                 f"{'/'.join(str(n) for n in seeds)} simulated seeds (box, whiskers 95%)")
     return save(fig, out, f"{label}-fidelity-benchmark", pdf)

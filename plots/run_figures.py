@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import matplotlib.pyplot as plt
+from matplotlib import ticker
 import numpy as np
 
 from hetune.plots.style import LINESTYLES, figure, save
@@ -49,7 +50,9 @@ def timeline(events: list[dict[str, Any]], out: Path, label: str, pdf: bool = Fa
     for e in events:
         if e["kind"] == "worker_removed" and e["worker"] in row:
             ax.plot([e["t"]], [row[e["worker"]]], marker="|", color="black", markersize=8)
-    ax.set_yticks(range(len(workers)), [f"{d} {n} #{w}" for w, d, n in workers], fontsize=6)
+    # a node named after its device type ("k80") is not said twice
+    ax.set_yticks(range(len(workers)), [f"{n} #{w}" if d in n else f"{d} {n} #{w}" for w, d, n in workers],
+                  fontsize=6)
     ax.invert_yaxis()
     ax.set_xlabel("time since start (s); bars: trials by colour, hatched: start/restore/checkpoint, x: exploit, "
                   "|: released")
@@ -109,12 +112,14 @@ def population(events: list[dict[str, Any]], out: Path, label: str, pdf: bool = 
         xs, ys = zip(*pts)
         ax.plot(xs, ys, color="black" if t == best else "0.6", linewidth=2 if t == best else 0.8,
                 linestyle=LINESTYLES[i % len(LINESTYLES)] if t != best else "-", zorder=3 if t == best else 1)
-    for e in events:
-        if e["kind"] == "exploit":
-            ax.axvline(e["iteration"], color="0.85", linewidth=0.5, zorder=0)
+    # exploits as a rug of ticks on the bottom edge: vertical lines across the plot read as the grid
+    ex = [e["iteration"] for e in events if e["kind"] == "exploit"]
+    ax.plot(ex, [0.0] * len(ex), linestyle="none", marker="|", markersize=9, color="black",
+            transform=ax.get_xaxis_transform(), clip_on=False)
     ax.set_xlabel("trial iteration (mini-batches)")
     ax.set_ylabel("accuracy")
-    ax.set_title(f"Population: {label}\n{len(by)} trials; black: best trial {best}; vertical lines: exploits")
+    ax.set_title(f"Population: {label}\n{len(by)} trials; black: best trial {best}; "
+                 f"ticks on the bottom edge: the {len(ex)} exploits")
     if best is not None:
         segs = lineage(events, best)
         times = sorted({e["t"] for e in events if e["kind"] in ("chunk", "explore", "trial_start")})
@@ -131,8 +136,11 @@ def population(events: list[dict[str, Any]], out: Path, label: str, pdf: bool = 
             ax2.step(hx, hy, where="post", color="black")
             ax2.set_xlabel("time since start (s)")
             ax2.set_ylabel(key)
-            if key == "lr":
+            if key == "lr" and hy and min(hy) > 0 and max(hy) / min(hy) >= 10:
+                # log only across a decade or more, with plain numbers: within one, matplotlib labels
+                # the minor ticks as 2.95x10^-1
                 ax2.set_yscale("log")
+                ax2.yaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:g}"))
             ax2.set_title(f"{key}, best trial's lineage ({len(segs)} segment{'s' if len(segs) > 1 else ''})")
     return save(fig, out, f"{label}-population", pdf)
 

@@ -22,6 +22,46 @@ def results(tmp_path_factory) -> Path:
     return root
 
 
+@pytest.fixture(autouse=True)
+def drawn_texts(monkeypatch) -> dict[str, list[str]]:
+    """Every figure these tests save is checked first: no text reaches outside it. Its texts are kept
+    (file name -> texts) for the tests to read."""
+    import matplotlib.figure
+    import matplotlib.text
+
+    from hetune.plots.style import texts_outside
+
+    seen: dict[str, list[str]] = {}
+    savefig = matplotlib.figure.Figure.savefig
+
+    def checked(self, fname, *args, **kw):
+        assert texts_outside(self) == [], fname
+        seen[Path(fname).name] = [t.get_text() for t in self.findobj(matplotlib.text.Text) if t.get_visible()]
+        return savefig(self, fname, *args, **kw)
+
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", checked)
+    return seen
+
+
+def test_a_text_cut_off_at_the_edge_is_found():
+    from hetune.plots.style import figure, texts_outside
+
+    fig, ax = figure(3.0, 2.0)
+    ax.plot([0, 1], [0, 1])
+    assert texts_outside(fig) == []
+    fig.text(0.9, 0.5, "a label running off the right edge")
+    assert texts_outside(fig) == ["a label running off the right edge"]
+
+
+def test_run_figures_read_at_a_glance(results, tmp_path, drawn_texts):
+    assert main(["plots", str(results / "run"), "--out", str(tmp_path)]) == 0
+    timeline = drawn_texts["run-timeline.png"]
+    assert "k80 #0" in timeline and not any("k80 k80" in t for t in timeline)  # node named after its device
+    population = drawn_texts["run-population.png"]
+    assert not any("times" in t or "mathdefault" in t for t in population)  # lr ticks as plain numbers
+    assert any("exploits" in t and "bottom edge" in t for t in population)
+
+
 @pytest.mark.slow  # every figure twice: kept out of the fast subset
 def test_every_figure_is_made_and_reruns_match(results, tmp_path, capsys):
     cal = REPO / "configs/calibration/reference.toml"
