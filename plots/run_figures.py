@@ -14,6 +14,13 @@ from hetune.plots.style import LINESTYLES, figure, save
 from hetune.sim.events import BUSY_KINDS
 
 
+class _PlainLog(ticker.LogFormatter):
+    """Matplotlib's choice of which log ticks to label, written as plain numbers (0.04, not 4e-02)."""
+
+    def __call__(self, x, pos=None):
+        return f"{x:g}" if super().__call__(x, pos) else ""
+
+
 def _workers(events: list[dict[str, Any]]) -> list[tuple[int, str, str]]:
     """(worker, device, node) sorted by device type then worker id."""
     seen = {e["worker"]: (e["worker"], e["device"], e["node"]) for e in events if e["kind"] == "worker_added"}
@@ -140,7 +147,8 @@ def population(events: list[dict[str, Any]], out: Path, label: str, pdf: bool = 
                 # log only across a decade or more, with plain numbers: within one, matplotlib labels
                 # the minor ticks as 2.95x10^-1
                 ax2.set_yscale("log")
-                ax2.yaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+                ax2.yaxis.set_major_formatter(_PlainLog())
+                ax2.yaxis.set_minor_formatter(_PlainLog(labelOnlyBase=False, minor_thresholds=(2, 0.5)))
             ax2.set_title(f"{key}, best trial's lineage ({len(segs)} segment{'s' if len(segs) > 1 else ''})")
     return save(fig, out, f"{label}-population", pdf)
 

@@ -17,13 +17,14 @@ from hetune.sim.loader import load_inputs
 from hetune.sim.nqm import NQM, NQMParams, NQMState, schedule_accuracy
 
 EXP = REPO / "configs/experiments/pbt-resnet18-cifar10.toml"
+NQM_SET = ['learning.kind="nqm"']  # the default experiment's NQM, kept beside its fitted skills model
 LRS = np.geomspace(1e-3, 2.0, 40)
 MOMENTA = (0.8, 0.9, 0.99)  # the default experiment's choices
 
 
 def shipped() -> NQM:
-    inputs = load_inputs(EXP)
-    assert inputs.experiment.learning.kind == "nqm"  # the default
+    inputs = load_inputs(EXP, NQM_SET)
+    assert inputs.experiment.learning.kind == "nqm"
     return inputs.make_learning_model()
 
 
@@ -48,7 +49,7 @@ def test_exploit_rescues_a_trial():
     after = model.advance(rescued, {"lr": 0.08, "momentum": 0.9}, 100)
     assert model.accuracy(after) > model.accuracy(good) - 0.01 and after.luck == good.luck
     # in the simulator: some exploited trial reads far better after its exploit than before it
-    inputs = load_inputs(EXP)
+    inputs = load_inputs(EXP, NQM_SET)
     events = simulate(inputs, inputs.make_strategy("tune-default"), 0).events
     gains = []
     for ex in (e for e in events if e["kind"] == "exploit"):
@@ -68,7 +69,7 @@ def test_switching_pbt_off_changes_the_run():
     for seed in range(3):
         final = {}
         for name, extra in (("on", []), ("off", ["pbt.perturbation_interval=1000"])):
-            inputs = load_inputs(EXP, budget + extra)
+            inputs = load_inputs(EXP, NQM_SET + budget + extra)
             res = simulate(inputs, inputs.make_strategy("tune-default"), seed)
             model = inputs.make_learning_model()
             final[name] = max(model.accuracy(t.progress) for t in res.trials)

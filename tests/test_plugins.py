@@ -78,6 +78,7 @@ def test_plugins_named_in_the_experiment_load_relative_to_it(user_files, tmp_pat
     base = (REPO / "configs/experiments/pbt-resnet18-cifar10.toml").read_text()
     base = base.replace('path = "../clusters/', f'path = "{REPO}/configs/clusters/')
     base = base.replace('path = "../calibration/', f'path = "{REPO}/configs/calibration/')
+    base = base.replace('path = "../learning/', f'path = "{REPO}/configs/learning/')
     exp.write_text(base + '\n[plugins]\nmodules = ["mine/mystrat.py"]\n')
     assert main(["simulate", str(exp), "--strategy", "most-progressed-first", "--out", str(tmp_path / "r")]) == 0
 
