@@ -67,7 +67,7 @@ def train(args: tuple[int, str, float, str, int, int]) -> dict:
         losses.append(float(loss.detach()))
         if it % EVERY == 0:
             acc = evaluate(net, xte, yte, 100)
-            readings.append((it, round(acc, 4), round(float(np.mean(losses[-EVERY // 4:])), 4)))
+            readings.append((it, round(acc, 4), round(float(np.mean(losses[-math.ceil(EVERY / 4):])), 4)))
     return {"seed": seed, "kind": kind, "lr": lr, "readings": readings, "seconds": round(time.perf_counter() - t0, 1)}
 
 

@@ -4,8 +4,8 @@
     python bench/bench_sim.py default sweep scale sensitivity
 
 default: the default experiment (20 trials x 1000 iterations on gavel-12), best of 5, one core, under
-         each learning model (nqm, the default, bell, and skills with its reading noise on): the ratio to bell
-         is the cost of the model.
+         each learning model (nqm, bell, and skills, the default's fit, its draws on and its reading noise
+         raised): the ratio to bell is the cost of the model.
 sweep:   `hetune sweep --strategies all --seeds 20 --jobs 2` on the default experiment, wall time.
 scale:   N trials x 1000 iterations on a 4,096-GPU cluster (1,024 nodes of 4 GPUs, K80/P100/V100),
          N = 100, 1,000, 10,000, every strategy; each point in a fresh process: wall time, events per second,

@@ -4,13 +4,15 @@ Each run trains the experiment's network (real/models.py) from a fresh start wit
 segments, on the experiment's data at its batch, one torch thread, and reads test accuracy on
 ``eval_samples`` test images every ``every`` iterations; the mini-batches come from the run's seed, so
 the runs of one seed share their data order. A finished run is written whole to ``runs/<name>.json``
-(readings: iteration, accuracy, mean training loss over the interval's last quarter); a run already
-there is not trained again, so an interrupted design resumes.
+(readings: iteration, accuracy, mean training loss over the interval's last quarter, rounded up: the last
+13 of 50 iterations, as in bench/bench_digits.py's committed runs); a run already there is not trained
+again, so an interrupted design resumes.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import sys
 import time
 from pathlib import Path
@@ -55,7 +57,7 @@ def train_run(design: dict[str, Any], run: dict[str, Any], data: str) -> dict[st
         losses.append(float(loss.detach()))
         if it % every == 0 or it == design["horizon"]:
             acc = evaluate(net, xte, yte, 100, dev)
-            readings.append((it, round(acc, 4), round(float(np.mean(losses[-max(1, every // 4):])), 4)))
+            readings.append((it, round(acc, 4), round(float(np.mean(losses[-math.ceil(every / 4):])), 4)))
     return {"name": run["name"], "seed": seed, "segments": run["segments"], "readings": readings,
             "seconds": round(time.perf_counter() - t0, 1)}
 
