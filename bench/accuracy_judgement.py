@@ -30,9 +30,10 @@ def crps(real: float, values: Sequence[float]) -> float:
 
 
 def record(f: dict[str, Any]) -> dict[str, Any]:
-    """One run's judgement from its compare record."""
-    real = f["best_accuracy_at_budget"]["real"]
+    """One run's judgement from its compare record: best accuracy at the budget where the run had one, else
+    over the whole run (the key compare's spread names)."""
     sim = f["sim_spread"]["best_accuracy"]
+    real = f[sim.get("key", "best_accuracy_at_budget")]["real"]
     values = [x for x in sim["values"] if x is not None]
     return {"real": real, "sim_median": sim["median"], "lo": sim["lo"], "hi": sim["hi"],
             "percentile": round(percentile(real, values) or 0.0, 3), "inside": bool(sim["lo"] <= real <= sim["hi"]),

@@ -73,3 +73,12 @@ def test_the_table_refuses_a_run_judged_with_other_inputs_or_a_fit_from_a_judged
         judged = "results/pbt-accuracy/judged/runs/random-search-s0"
         pad.check_runs({**design, "learning_fitted_from": [judged]}, [good])
     assert "fitted from a judged run" in str(e.value)
+
+
+def test_a_run_without_a_budget_is_judged_on_its_whole_run(aj):
+    # the judged design has no budget (every trial trains to 600 iterations): compare's spread names best_accuracy
+    spread = {"key": "best_accuracy", "median": 0.67, "lo": 0.58, "hi": 0.77, "values": [0.58, 0.67, 0.77]}
+    f = {"best_accuracy": {"real": 0.666, "sim": 0.70}, "best_accuracy_at_budget": {"real": None, "sim": None},
+         "sim_spread": {"best_accuracy": spread}}
+    r = aj.record(f)
+    assert r["real"] == 0.666 and r["inside"] and 0 < r["percentile"] < 1
