@@ -10,5 +10,6 @@ hetune sweep "$EXP" --strategies all --seeds 20 --jobs 2 --out results/sweep-hrf
     --set cluster.path=configs/clusters/hrfs-lab.toml
 rm -rf plots/figures
 hetune plots results/sweep-default results/sweep-hrfs-lab results/default-leader-fusion \
-    results/default-tune-default configs/calibration/reference.toml results/fidelity/spread --out plots/figures
+    results/default-tune-default configs/calibration/reference.toml results/fidelity/spread results/fidelity/digits \
+    --out plots/figures
 find results -maxdepth 1 -name '*.replaced-*' -exec rm -rf {} +
