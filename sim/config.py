@@ -258,9 +258,10 @@ class LearningConfig:
     """Which learning model a simulation uses (sim/learning.py), and its parameters.
 
     Args:
-        kind: a registered learning model: "nqm" (the noisy quadratic model, sim/nqm.py; the
-            default), "bell" (the curve of ``[surrogate]``, or the calibration's fitted curves;
-            sim/surrogate.py), or one you registered.
+        kind: a registered learning model: "skills" (fitted to real runs, sim/skills.py; the default
+            experiment's), "nqm" (the noisy quadratic model, sim/nqm.py; where none is named), "bell" (the
+            curve of ``[surrogate]``, or the calibration's fitted curves; sim/surrogate.py), or one you
+            registered.
         nqm: parameters of the noisy quadratic model.
         params: parameters of another registered model, checked against its ``Params``.
         path: a learning file (``hetune calibrate curves --kind nqm`` or ``--kind skills`` writes one)
