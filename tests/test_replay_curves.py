@@ -82,6 +82,7 @@ def test_calibrate_curves_recovers_the_surrogate(tmp_path, capsys):
     assert "curves" in tomllib.loads(cal.read_text())
 
 
+@pytest.mark.slow  # 15 s of fitting: kept out of the fast subset
 def test_calibrate_curves_fits_the_batch_size_effect_and_divergence(tmp_path, capsys):
     # Runs at two batch sizes from a curve with a known gradient noise scale and divergence point;
     # the fit must find both (and the other parameters), stated at the smaller batch.
