@@ -118,7 +118,11 @@ def main(argv: list[str]) -> None:
         print(json.dumps(judged.freeze(), indent=1))
         return
     if "--part" in argv:
-        judged.part(float(argv[argv.index("--part") + 1]))
+        try:
+            judged.part(float(argv[argv.index("--part") + 1]))
+        except subprocess.CalledProcessError as exc:  # hetune printed why; the run is left to resume
+            sys.exit(f"bench_pbt_accuracy: part stopped: hetune {exc.cmd[3]} exited {exc.returncode}; "
+                     "the next --part resumes where it stopped")
         return
     if "--table" in argv:
         print(judged.table())
