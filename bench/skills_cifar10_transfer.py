@@ -60,25 +60,23 @@ def what_it_gives(params: dict, iterations: int = 1000, step: int = 50) -> list[
     one 10x drop from it at 300, 600 or 900 iterations."""
     import numpy as np
 
+    from hetune.calibrate.skills_fit import Curve, expected
     from hetune.sim.skills import Skills, SkillsParams
 
     model = Skills(SkillsParams(**params), BATCH, 10_000)
+    reads = tuple((it, 0.0) for it in range(step, iterations + 1, step))
 
-    def curve(lr_at) -> list[float]:
-        state, out = model.initial_state(np.random.default_rng(0))._replace(dev=0.0), []
-        for it in range(0, iterations, step):
-            state = model.advance(state, lr_at(it), step)
-            out.append(model.accuracy(state))
-        return out
+    def curve(*segments: tuple[float, float, int]) -> list[float]:
+        return list(expected(model, Curve("", 0, segments, reads, BATCH)))
 
-    best = max(((curve(lambda it: {"lr": lr, "momentum": m}), lr, m) for m in (0.8, 0.9, 0.99)
-                for lr in np.logspace(-4, 0, 41)), key=lambda c: c[0][-1])
+    best = max(((curve((lr, m, iterations)), lr, m) for m in (0.8, 0.9, 0.99) for lr in np.logspace(-4, 0, 41)),
+               key=lambda c: c[0][-1])
     c, lr, m = best
     t80 = next((step * (i + 1) for i, a in enumerate(c) if a >= 0.8), None)
     lines = [f"best constant configuration at {iterations} iterations: lr {lr:.3g}, momentum {m}: {c[-1]:.3f} "
              f"(0.8 at iteration {t80})"]
     for drop in (300, 600, 900):
-        d = curve(lambda it: {"lr": lr if it < drop else lr / 10, "momentum": m})
+        d = curve((lr, m, drop), (lr / 10, m, iterations))
         lines.append(f"one 10x drop at {drop}: {d[-1]:.3f}")
     return lines
 

@@ -31,9 +31,6 @@ from typing import Any, Mapping
 
 from hetune.sim.skills import SkillsParams
 
-RATES = ("easy_rate", "hard_rate", "memo_rate")
-
-
 def restate(learning: Mapping[str, Any], *, images_per_unit: float, fitted_batch: int, batch: int,
             priors: Mapping[str, float] | None = None) -> dict[str, Any]:
     """The ``[learning]`` table of a skills fit restated for an experiment (see the module docstring).
@@ -63,8 +60,8 @@ def restate(learning: Mapping[str, Any], *, images_per_unit: float, fitted_batch
     per_unit = images_per_unit / batch  # the experiment's iterations per reading unit
     factor = {"easy_rate": 1.0 / (per_unit * k ** float(params.get("easy_lr_power", 0.0))),
               "hard_rate": 1.0 / per_unit, "memo_rate": 1.0 / per_unit}
-    for name in RATES:
-        params[name] = float(f"{params[name] * factor[name]:.6g}")
+    for name, f in factor.items():
+        params[name] = float(f"{params[name] * f:.6g}")
     # correlation over 50 iterations: the fitted one was over 50 reading units
     if params.get("ar_corr_50", 0.0) > 0:
         params["ar_corr_50"] = float(f"{params['ar_corr_50'] ** (1.0 / per_unit):.6g}")

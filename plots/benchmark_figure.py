@@ -51,8 +51,9 @@ def _rows(runs: dict[str, list[dict[str, Any]]]) -> list[tuple[float, str, dict[
 
 def fidelity_benchmark(runs: dict[str, list[dict[str, Any]]], out: Path, label: str,
                        pdf: bool = False) -> list[Path]:
-    """A panel per outcome, a row per real run beside its own simulated seeds (each run is simulated
-    from its own seed, so each has its own range): the simulated seeds as a box (whiskers at 2.5% and
+    """A panel per outcome, a row per real run beside the simulated seeds its compare drew (the same seeds
+    for every run of a benchmark, so the rows of one strategy differ only where its runs' inputs did): the
+    simulated seeds as a box (whiskers at 2.5% and
     97.5%: the 95% range), or as its range and median where a run's fidelity.json kept no values; the
     real run a black dot (a cross at the right edge: it never reached the target)."""
     rows = _rows(runs)

@@ -123,7 +123,6 @@ def recorded_hashes(inputs: RunInputs) -> list[str]:
     return out
 
 
-
 def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
